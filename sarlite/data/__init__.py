@@ -1,0 +1,40 @@
+"""Datasets: the embedded synthetic generators and loaders for real graphs on disk."""
+from __future__ import annotations
+
+import os
+
+import dgl
+
+from .loaders import REAL_DATASETS, load_dataset
+from .synthetic import homophilous_graph, powerlaw_graph
+
+SYNTHETIC_DATASETS = {"synthetic": homophilous_graph, "powerlaw": powerlaw_graph}
+DATASETS = tuple(sorted(SYNTHETIC_DATASETS)) + tuple(REAL_DATASETS)
+
+
+def load_graph(name: str, data_dir: str | os.PathLike | None = None,
+               **params) -> dgl.DGLGraph:
+    """Load a dataset by name.
+
+    ``"synthetic"`` (the homophilous default) and ``"powerlaw"`` are generated from
+    ``params`` (their generators' keyword arguments); every other name is a real dataset read
+    from ``data_dir`` (``params`` may hold ``split`` and ``seed``).
+
+    Raises
+    ------
+    ValueError
+        Unknown name, or a real dataset without ``data_dir``.
+    """
+    key = name.lower()
+    if key in SYNTHETIC_DATASETS:
+        return SYNTHETIC_DATASETS[key](**params)
+    if key not in REAL_DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+    if data_dir is None:
+        raise ValueError(f"dataset {name!r} is read from disk: give its directory "
+                         f"(--data-dir / data_dir), e.g. the shared/data folder")
+    return load_dataset(key, data_dir, **params)
+
+
+__all__ = ["DATASETS", "REAL_DATASETS", "SYNTHETIC_DATASETS", "homophilous_graph",
+           "load_dataset", "load_graph", "powerlaw_graph"]

@@ -1,0 +1,361 @@
+"""Loaders for the real graph datasets kept outside the project (see ``--data-dir``).
+
+``load_dataset(name, data_dir)`` reads one dataset from a directory laid out like the
+shared data folder::
+
+    <data_dir>/planetoid/cora/ind.cora.{x,y,tx,ty,allx,ally,graph,test.index}
+    <data_dir>/planetoid/citeseer/ind.citeseer.*
+    <data_dir>/npz/cora_ml_ppnp.npz
+    <data_dir>/heterophilous/<name>.npz          (tolokers, squirrel, chameleon_directed, ...)
+    <data_dir>/musae/facebook/facebook_{edges,target}.csv, facebook.json
+    <data_dir>/musae/DE/DE_{edges,target}.csv, DE.json          (name ``twitch_de``)
+
+Every loader returns a homogeneous ``dgl.DGLGraph`` with int64 ids. Self-loops and
+duplicate edges are dropped and the edges are sorted by ``(src, dst)``; undirected datasets
+carry both directions of each edge, the ``*_directed`` heterophilous variants keep the
+stored directions only. ``ndata`` holds (``N`` nodes, ``F`` features):
+
+==============  =================  ============================================
+key             shape / dtype      meaning
+==============  =================  ============================================
+``feat``        ``(N, F)`` f32     node features (dense)
+``label``       ``(N,)`` int64     class of the node (0 for unlabelled nodes)
+``train_mask``  ``(N,)`` bool      training nodes
+``val_mask``    ``(N,)`` bool      validation nodes
+``test_mask``   ``(N,)`` bool      test nodes
+==============  =================  ============================================
+
+Errors: an unknown name raises ``ValueError``; a missing ``data_dir`` or dataset file raises
+``FileNotFoundError`` naming the path; a file that cannot be parsed or has the wrong
+content raises ``ValueError`` naming the file and the problem.
+"""
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import operator
+import os
+import pickle
+import warnings
+from pathlib import Path
+from typing import Callable, Iterator
+
+import dgl
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from .edges import simple_graph
+
+_HETEROPHILOUS = (
+    "actor", "chameleon", "chameleon_directed", "chameleon_filtered",
+    "chameleon_filtered_directed", "cornell", "minesweeper", "squirrel", "squirrel_directed",
+    "squirrel_filtered", "squirrel_filtered_directed", "texas", "texas_4_classes",
+    "tolokers", "wisconsin",
+)
+
+
+class _FormatError(Exception):
+    """Raised inside ``_reading`` for content problems; turned into a ``ValueError``."""
+
+
+@contextlib.contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Check that ``path`` exists and turn any parse failure in the block into one error."""
+    if not path.is_file():
+        raise FileNotFoundError(f"dataset file not found: {path}")
+    try:
+        yield
+    except OSError:
+        raise
+    except _FormatError as err:
+        raise ValueError(f"malformed dataset file {path}: {err}") from None
+    except Exception as err:  # noqa: BLE001 - any parser failure means a bad file
+        raise ValueError(f"malformed dataset file {path}: {type(err).__name__}: {err}") \
+            from err
+
+
+def _check(ok: bool, what: str) -> None:
+    if not ok:
+        raise _FormatError(what)
+
+
+def _mask(num_nodes: int, ids: np.ndarray) -> torch.Tensor:
+    mask = torch.zeros(num_nodes, dtype=torch.bool)
+    mask[torch.from_numpy(np.asarray(ids, dtype=np.int64))] = True
+    return mask
+
+
+def _finish(g: dgl.DGLGraph, feat: np.ndarray, label: np.ndarray,
+            masks: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> dgl.DGLGraph:
+    g.ndata["feat"] = torch.from_numpy(np.ascontiguousarray(feat, dtype=np.float32))
+    g.ndata["label"] = torch.from_numpy(np.ascontiguousarray(label, dtype=np.int64))
+    for key, mask in zip(("train_mask", "val_mask", "test_mask"), masks):
+        g.ndata[key] = mask
+    return g
+
+
+def _random_split(label: np.ndarray, seed: int, per_class: int = 20,
+                  num_val: int = 500) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Seeded split: ``per_class`` training nodes per class, ``num_val`` validation, rest test.
+
+    Nodes are visited in the order of ``default_rng(seed).permutation(N)``: the first
+    ``per_class`` of each class train, the next ``num_val`` of the others validate.
+    """
+    n = len(label)
+    order = np.random.default_rng(seed).permutation(n)
+    train = np.concatenate([order[label[order] == c][:per_class] for c in np.unique(label)])
+    rest = order[~np.isin(order, train)]
+    return _mask(n, train), _mask(n, rest[:num_val]), _mask(n, rest[num_val:])
+
+
+def _read_npz(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Read the named arrays of an ``.npz`` file (no pickled objects are loaded)."""
+    with _reading(path):
+        data = np.load(path, allow_pickle=False)
+        _check(isinstance(data, np.lib.npyio.NpzFile), "not an .npz archive")
+        with data:
+            missing = [k for k in keys if k not in data.files]
+            _check(not missing, f"missing array(s) {missing}; it has {sorted(data.files)}")
+            return {k: data[k] for k in keys}
+
+
+def _check_edges(edges: np.ndarray, num_nodes: int) -> None:
+    _check(edges.ndim == 2 and edges.shape[1] == 2, f"edges must be [E, 2], got {edges.shape}")
+    _check(np.issubdtype(edges.dtype, np.integer), f"edge ids must be integers, "
+                                                   f"got {edges.dtype}")
+    _check(edges.size == 0 or (edges.min() >= 0 and edges.max() < num_nodes),
+           f"edge ids must lie in [0, {num_nodes})")
+
+
+# ------------------------------------------------------------------ Planetoid (pickles)
+
+def _load_planetoid(root: Path, name: str, split: int, seed: int) -> dgl.DGLGraph:
+    """Planetoid Cora / Citeseer with the standard public split.
+
+    Features are ``allx`` stacked over ``tx``; ``tx`` row ``i`` belongs to node
+    ``test.index[i]``. Citeseer test ids without a row (isolated nodes) get zero features
+    and label 0 and are in no mask. Split: train = the first ``len(y)`` nodes, validation =
+    the next 500, test = the ``test.index`` ids. ``split`` and ``seed`` are unused.
+    """
+    folder = root / "planetoid" / name
+    objs = {}
+    for suffix in ("y", "tx", "ty", "allx", "ally", "graph"):
+        path = folder / f"ind.{name}.{suffix}"
+        with _reading(path), open(path, "rb") as f, warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # old scipy module paths
+            objs[suffix] = obj = pickle.load(f, encoding="latin1")
+            if suffix == "graph":
+                _check(isinstance(obj, dict), f"expected a dict, got {type(obj).__name__}")
+            else:
+                objs[suffix] = obj = sp.csr_matrix(obj) if suffix in ("tx", "allx") \
+                    else np.asarray(obj)
+                _check(obj.ndim == 2, f"expected a 2-D matrix, got shape {obj.shape}")
+    path = folder / f"ind.{name}.test.index"
+    with _reading(path):
+        test = np.loadtxt(path, dtype=np.int64, ndmin=1)
+        _check(0 < len(test) == objs["tx"].shape[0] == len(objs["ty"]),
+               f"{len(test)} test ids but tx/ty have {objs['tx'].shape[0]}/{len(objs['ty'])} "
+               "rows")
+
+    allx, ally, tx, ty, graph = (objs[k] for k in ("allx", "ally", "tx", "ty", "graph"))
+    n_all = allx.shape[0]
+    for ok, what in ((len(ally) == n_all and len(objs["y"]) + 500 <= n_all,
+                      f"allx/ally/y rows disagree ({n_all}/{len(ally)}/{len(objs['y'])})"),
+                     (tx.shape[1] == allx.shape[1], "tx and allx have different widths"),
+                     (test.min() >= n_all and len(np.unique(test)) == len(test),
+                      "test.index ids must be distinct and follow the allx rows")):
+        if not ok:
+            raise ValueError(f"inconsistent Planetoid files in {folder}: {what}")
+    num_nodes = int(max(n_all + len(test), test.max() + 1))
+    feat = np.zeros((num_nodes, allx.shape[1]), dtype=np.float32)
+    feat[:n_all] = allx.toarray()
+    feat[test] = tx.toarray()
+    label = np.zeros(num_nodes, dtype=np.int64)
+    label[:n_all] = ally.argmax(1)
+    label[test] = ty.argmax(1)
+
+    path = folder / f"ind.{name}.graph"
+    with _reading(path):
+        src = np.array([u for u, vs in graph.items() for _ in vs], dtype=np.int64)
+        dst = np.array([v for vs in graph.values() for v in vs], dtype=np.int64)
+        _check_edges(np.stack([src, dst], 1), num_nodes)
+    g = simple_graph(src, dst, num_nodes, symmetric=True)
+    n_train = len(objs["y"])
+    masks = (_mask(num_nodes, np.arange(n_train)),
+             _mask(num_nodes, np.arange(n_train, n_train + 500)), _mask(num_nodes, test))
+    return _finish(g, feat, label, masks)
+
+
+# ------------------------------------------------------------------ heterophilous (npz)
+
+def _load_heterophilous(root: Path, name: str, split: int, seed: int) -> dgl.DGLGraph:
+    """A dataset of Platonov et al. with its fixed splits; ``split`` picks one of them.
+
+    ``edges`` [E, 2] stores each undirected edge once, so both directions are added, except
+    for the ``*_directed`` variants, which keep the stored directions. ``seed`` is unused.
+    """
+    path = root / "heterophilous" / f"{name}.npz"
+    arrays = _read_npz(path, ("node_features", "node_labels", "edges", "train_masks",
+                              "val_masks", "test_masks"))
+    feat, label, edges = arrays["node_features"], arrays["node_labels"], arrays["edges"]
+    with _reading(path):
+        num_nodes = len(label)
+        _check(label.ndim == 1 and feat.ndim == 2 and len(feat) == num_nodes,
+               f"node_features {feat.shape} and node_labels {label.shape} disagree")
+        _check_edges(edges, num_nodes)
+        masks = [arrays[k] for k in ("train_masks", "val_masks", "test_masks")]
+        _check(all(m.ndim == 2 and m.shape == masks[0].shape and m.shape[1] == num_nodes
+                   for m in masks), f"masks must be [num_splits, {num_nodes}]")
+    num_splits = masks[0].shape[0]
+    split = operator.index(split)
+    if not 0 <= split < num_splits:
+        raise ValueError(f"split must be in 0..{num_splits - 1} for {name!r}, got {split}")
+    g = simple_graph(edges[:, 0].astype(np.int64), edges[:, 1].astype(np.int64), num_nodes,
+                      symmetric=not name.endswith("_directed"))
+    return _finish(g, feat, label,
+                   tuple(torch.from_numpy(m[split].astype(bool)) for m in masks))
+
+
+# ------------------------------------------------------------------ Cora-ML (npz CSR)
+
+def _load_cora_ml(root: Path, name: str, split: int, seed: int) -> dgl.DGLGraph:
+    """Cora-ML (PPNP release): symmetrised CSR adjacency, dense tf-idf-like features.
+
+    No fixed split: ``_random_split`` with ``seed`` (20 training nodes per class, 500
+    validation, the rest test). ``split`` is unused.
+    """
+    path = root / "npz" / "cora_ml_ppnp.npz"
+    parts = ("data", "indices", "indptr", "shape")
+    arrays = _read_npz(path, tuple(f"{m}.{p}" for m in ("adj_matrix", "attr_matrix")
+                                   for p in parts) + ("labels",))
+    with _reading(path):
+        adj, attr = (sp.csr_matrix(tuple(arrays[f"{m}.{p}"] for p in parts[:3]),
+                                   shape=tuple(arrays[f"{m}.shape"]))
+                     for m in ("adj_matrix", "attr_matrix"))
+        label = arrays["labels"]
+        num_nodes = len(label)
+        _check(adj.shape == (num_nodes, num_nodes) and attr.shape[0] == num_nodes,
+               f"adj {adj.shape}, attr {attr.shape} and labels ({num_nodes},) disagree")
+    adj = adj.tocoo()
+    keep = adj.data != 0
+    g = simple_graph(adj.row[keep].astype(np.int64), adj.col[keep].astype(np.int64),
+                      num_nodes, symmetric=True)
+    return _finish(g, attr.toarray(), label, _random_split(label, seed))
+
+
+# ------------------------------------------------------------------ MUSAE (csv + json)
+
+_MUSAE = {  # name -> (folder / file stem, node id column, label column)
+    "facebook": ("facebook", "id", "page_type"),
+    "twitch_de": ("DE", "new_id", "mature"),
+}
+
+
+def _load_musae(root: Path, name: str, split: int, seed: int) -> dgl.DGLGraph:
+    """A MUSAE graph (Rozemberczki et al.): undirected edges, sparse binary features.
+
+    Features become a dense 0/1 matrix with ``max feature id + 1`` columns. Labels: facebook
+    ``page_type`` strings numbered 0.. in sorted order; Twitch ``mature`` False/True -> 0/1,
+    node id ``new_id``. No fixed split: ``_random_split`` with ``seed`` (20 training nodes
+    per class, 500 validation, the rest test). ``split`` is unused.
+    """
+    stem, id_col, label_col = _MUSAE[name]
+    folder = root / "musae" / stem
+
+    path = folder / f"{stem}_target.csv"
+    with _reading(path), open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+        _check(bool(rows), "no rows")
+        missing = {id_col, label_col} - set(rows[0])
+        _check(not missing, f"missing column(s) {sorted(missing)}; has {list(rows[0])}")
+        ids = np.array([int(r[id_col]) for r in rows], dtype=np.int64)
+        num_nodes = len(ids)
+        _check(np.array_equal(np.sort(ids), np.arange(num_nodes)),
+               f"column {id_col!r} must hold each of 0..{num_nodes - 1} once")
+        values = [r[label_col] for r in rows]
+        if label_col == "mature":
+            _check(set(values) <= {"True", "False"}, "column 'mature' must be True/False")
+            codes = np.array([v == "True" for v in values], dtype=np.int64)
+        else:
+            classes = sorted(set(values))
+            codes = np.array([classes.index(v) for v in values], dtype=np.int64)
+    label = np.zeros(num_nodes, dtype=np.int64)
+    label[ids] = codes
+
+    path = folder / f"{stem}.json"
+    with _reading(path), open(path, encoding="utf-8") as f:
+        table = json.load(f)
+        _check(isinstance(table, dict), "expected a JSON object {node id: [feature ids]}")
+        rows_ = np.array([int(k) for k, v in table.items() for _ in v], dtype=np.int64)
+        cols = np.array([int(c) for v in table.values() for c in v], dtype=np.int64)
+        _check(rows_.size == 0 or (rows_.min() >= 0 and rows_.max() < num_nodes),
+               f"node ids must lie in [0, {num_nodes})")
+        _check(cols.size == 0 or cols.min() >= 0, "feature ids must be non-negative")
+    feat = np.zeros((num_nodes, int(cols.max()) + 1 if cols.size else 0), dtype=np.float32)
+    feat[rows_, cols] = 1.0
+
+    path = folder / f"{stem}_edges.csv"
+    with _reading(path), open(path, newline="", encoding="utf-8") as f:
+        header = f.readline().strip().split(",")
+        # The README documents id_1,id_2; the Twitch files ship with from,to.
+        _check(header in (["id_1", "id_2"], ["from", "to"]),
+               f"header must be id_1,id_2 (or from,to), got {','.join(header)}")
+        edges = np.loadtxt(f, delimiter=",", dtype=np.int64, ndmin=2)
+        _check_edges(edges, num_nodes)
+    g = simple_graph(edges[:, 0], edges[:, 1], num_nodes, symmetric=True)
+    return _finish(g, feat, label, _random_split(label, seed))
+
+
+# ------------------------------------------------------------------ public API
+
+_LOADERS: dict[str, Callable[[Path, str, int, int], dgl.DGLGraph]] = {
+    "cora": _load_planetoid,
+    "citeseer": _load_planetoid,
+    "cora_ml": _load_cora_ml,
+    **{stem: _load_heterophilous for stem in _HETEROPHILOUS},
+    **{name: _load_musae for name in _MUSAE},
+}
+
+REAL_DATASETS: tuple[str, ...] = tuple(sorted(_LOADERS))
+
+
+def load_dataset(name: str, data_dir: str | os.PathLike, split: int = 0,
+                 seed: int = 0) -> dgl.DGLGraph:
+    """Load the real dataset ``name`` (case-insensitive, one of ``REAL_DATASETS``).
+
+    Parameters
+    ----------
+    name:
+        Dataset name, e.g. ``"cora"``, ``"tolokers"``, ``"chameleon_directed"``,
+        ``"twitch_de"``.
+    data_dir:
+        Root of the data folder (``planetoid/``, ``heterophilous/``, ``npz/``, ``musae/``).
+    split:
+        Which of the 10 fixed splits (0..9) of a heterophilous dataset to use; other
+        datasets ignore it.
+    seed:
+        Seed of the random split of ``cora_ml``, ``facebook`` and ``twitch_de`` (20 training
+        nodes per class, 500 validation, the rest test); other datasets ignore it.
+
+    Returns
+    -------
+    dgl.DGLGraph
+        ``N`` nodes with ``ndata`` ``feat`` (N, F) float32, ``label`` (N,) int64 and
+        ``train_mask`` / ``val_mask`` / ``test_mask`` (N,) bool (see the module docstring).
+
+    Raises
+    ------
+    ValueError
+        Unknown name, heterophilous ``split`` out of range, or a malformed file.
+    FileNotFoundError
+        ``data_dir`` or a needed file does not exist.
+    """
+    key = str(name).lower()
+    if key not in _LOADERS:
+        raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(REAL_DATASETS)}")
+    root = Path(data_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"data directory not found: {root}")
+    return _LOADERS[key](root, key, split, seed)

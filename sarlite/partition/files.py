@@ -1,0 +1,172 @@
+"""Reading and writing the DGL 2.x partition format.
+
+Layout (what ``dgl.distributed.partition_graph`` writes for a homogeneous graph)::
+
+    <out>/<graph_name>.json          graph_name, num_nodes, num_edges, part_method,
+                                     num_parts, halo_hops, node_map, edge_map, ntypes,
+                                     etypes, and "part-<i>": {node_feats, edge_feats,
+                                     part_graph} paths relative to the JSON
+    <out>/part<i>/graph.dgl          the partition graph: ndata _ID, inner_node, part_id;
+                                     edata _ID, inner_edge
+    <out>/part<i>/node_feat.dgl      {"_N/<name>": owned rows}
+    <out>/part<i>/edge_feat.dgl      {"_N:_E:_N/<name>": owned rows}
+
+Every file is written under a temporary name and renamed into place, and the JSON is
+written last, so an interrupted run never leaves a partition that looks complete.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+import dgl
+from dgl.data.utils import load_tensors, save_tensors
+
+from .book import DEFAULT_ETYPE, DEFAULT_ETYPE_STR, DEFAULT_NTYPE, RangePartitionBook
+
+REQUIRED_KEYS = ("graph_name", "num_nodes", "num_edges", "num_parts", "node_map",
+                 "edge_map")
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
+    """Call ``write(tmp_path)`` and rename the result to ``path`` (atomic on POSIX)."""
+    path = str(path)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_json(path: str | os.PathLike, obj: dict) -> None:
+    def write(tmp: str) -> None:
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=4)
+    atomic_write(path, write)
+
+
+def write_graph(path: str | os.PathLike, graph: dgl.DGLGraph) -> None:
+    atomic_write(path, lambda tmp: dgl.save_graphs(tmp, [graph]))
+
+
+def write_tensors(path: str | os.PathLike, tensors: dict) -> None:
+    atomic_write(path, lambda tmp: save_tensors(tmp, tensors))
+
+
+def read_part_config(part_config: str | os.PathLike) -> dict:
+    """Load and validate a partition JSON.
+
+    Raises
+    ------
+    FileNotFoundError
+        The file does not exist.
+    ValueError
+        It is not valid JSON, or lacks a required key, or its values are inconsistent.
+    NotImplementedError
+        It describes a heterogeneous graph.
+    """
+    path = Path(part_config)
+    if not path.is_file():
+        raise FileNotFoundError(f"partition config {path} does not exist")
+    try:
+        meta = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"partition config {path} is not valid JSON: {err}") from err
+    if not isinstance(meta, dict):
+        raise ValueError(f"partition config {path} must hold a JSON object")
+    missing = [key for key in REQUIRED_KEYS if key not in meta]
+    if missing:
+        raise ValueError(f"partition config {path} lacks the key(s) {missing}")
+    if not isinstance(meta["num_parts"], int) or meta["num_parts"] < 1:
+        raise ValueError(f"partition config {path}: num_parts must be a positive integer, "
+                         f"got {meta['num_parts']!r}")
+    if len(meta.get("ntypes", {DEFAULT_NTYPE: 0})) != 1 or \
+            len(meta.get("etypes", {DEFAULT_ETYPE_STR: 0})) != 1:
+        raise NotImplementedError(f"partition config {path} describes a heterogeneous "
+                                  f"graph; sarlite supports homogeneous graphs only")
+    return meta
+
+
+def _part_files(part_config: str | os.PathLike, meta: dict, part_id: int) -> dict:
+    num_parts = meta["num_parts"]
+    if not isinstance(part_id, int) or not 0 <= part_id < num_parts:
+        raise ValueError(f"part_id {part_id!r} is out of range: {part_config} has "
+                         f"{num_parts} partitions (0..{num_parts - 1})")
+    entry = meta.get(f"part-{part_id}")
+    keys = ("part_graph", "node_feats", "edge_feats")
+    if not isinstance(entry, dict) or any(key not in entry for key in keys):
+        raise ValueError(f"partition config {part_config} lacks a complete 'part-{part_id}' "
+                         f"entry with {keys}")
+    base = Path(part_config).parent
+    files = {key: base / entry[key] for key in keys}
+    for path in files.values():
+        if not path.is_file():
+            raise FileNotFoundError(f"partition file {path} (part {part_id} of "
+                                    f"{part_config}) is missing")
+    return files
+
+
+def load_partition_book(part_config: str | os.PathLike, part_id: int):
+    """Read the partition book of a partition, as ``dgl.distributed.load_partition_book``.
+
+    Returns
+    -------
+    (RangePartitionBook, str, dict, dict)
+        The book, the graph name, ``{ntype: id}`` and ``{canonical etype string: id}``.
+    """
+    meta = read_part_config(part_config)
+    num_parts = meta["num_parts"]
+    if not isinstance(part_id, int) or not 0 <= part_id < num_parts:
+        raise ValueError(f"part_id {part_id!r} is out of range: {part_config} has "
+                         f"{num_parts} partitions (0..{num_parts - 1})")
+    ntypes = meta.get("ntypes", {DEFAULT_NTYPE: 0})
+    etypes = meta.get("etypes", {DEFAULT_ETYPE_STR: 0})
+    try:
+        book = RangePartitionBook(part_id, num_parts, meta["node_map"], meta["edge_map"],
+                                  ntypes, etypes)
+    except ValueError as err:
+        raise ValueError(f"partition config {part_config}: {err}") from err
+    if book._num_nodes() != meta["num_nodes"] or book._num_edges() != meta["num_edges"]:
+        raise ValueError(f"partition config {part_config}: node_map/edge_map cover "
+                         f"{book._num_nodes()} nodes / {book._num_edges()} edges but the "
+                         f"graph has {meta['num_nodes']} / {meta['num_edges']}")
+    return book, meta["graph_name"], ntypes, etypes
+
+
+def _read(path: Path, reader: Callable, what: str):
+    try:
+        return reader(str(path))
+    except Exception as err:  # DGL raises its own error types for corrupt files
+        raise ValueError(f"cannot read {what} {path}: {err}") from err
+
+
+def load_partition(part_config: str | os.PathLike, part_id: int, load_feats: bool = True):
+    """Load one partition, returning what ``dgl.distributed.load_partition`` returns.
+
+    Returns
+    -------
+    (DGLGraph, dict, dict, RangePartitionBook, str, list, list)
+        The partition graph (owned nodes and edges first, then the halo), node features
+        ``{"_N/<name>": owned rows}``, edge features ``{"_N:_E:_N/<name>": owned rows}``,
+        the partition book, the graph name, ``["_N"]`` and ``[("_N", "_E", "_N")]``.
+
+    Raises
+    ------
+    FileNotFoundError
+        The config or one of this partition's files is missing.
+    ValueError
+        ``part_id`` is out of range, or a file is corrupt.
+    """
+    meta = read_part_config(part_config)
+    files = _part_files(part_config, meta, part_id)
+    book, graph_name, ntypes, etypes = load_partition_book(part_config, part_id)
+    graph = _read(files["part_graph"], lambda p: dgl.load_graphs(p)[0][0], "partition graph")
+    node_feats, edge_feats = {}, {}
+    if load_feats:
+        node_feats = _read(files["node_feats"], load_tensors, "node features")
+        edge_feats = _read(files["edge_feats"], load_tensors, "edge features")
+    return graph, node_feats, edge_feats, book, graph_name, list(ntypes), [DEFAULT_ETYPE]

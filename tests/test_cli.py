@@ -1,0 +1,51 @@
+"""`sarlite partition` end to end, as a user runs it."""
+import subprocess
+import sys
+
+import pytest
+
+from sarlite import cli
+
+
+def test_partition_command_writes_partitions_and_prints_the_report(tmp_path, capsys):
+    assert cli.main(["partition", "--num-nodes", "2000", "--num-parts", "2",
+                     "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "edge cut" in out and "balance (max/mean)" in out
+    assert (tmp_path / "synthetic.json").is_file()
+    assert (tmp_path / "part1" / "graph.dgl").is_file()
+
+
+def test_real_dataset_without_data_dir_is_one_clear_error(tmp_path, capsys):
+    assert cli.main(["partition", "--dataset", "cora", "--num-parts", "2",
+                     "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--data-dir" in err and "Traceback" not in err
+
+
+def test_unknown_dataset_is_one_clear_error(tmp_path, capsys):
+    assert cli.main(["partition", "--dataset", "imagenet", "--num-parts", "2",
+                     "--out", str(tmp_path)]) == 2
+    assert "unknown dataset 'imagenet'" in capsys.readouterr().err
+
+
+def test_cora_partitions_from_data_dir(tmp_path, data_dir, capsys):
+    assert cli.main(["partition", "--dataset", "cora", "--data-dir", str(data_dir),
+                     "--num-parts", "3", "--balance-train", "--out", str(tmp_path)]) == 0
+    assert "cora (2708 nodes, 10556 edges, 3 parts, metis)" in capsys.readouterr().out
+
+
+def test_help_explains_the_partition_options():
+    result = subprocess.run([sys.executable, "-m", "sarlite.cli", "partition", "--help"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0
+    for option in ("--dataset", "--data-dir", "--num-parts", "--method", "--objective",
+                   "--balance-train", "--balance-edges", "--num-nodes"):
+        assert option in result.stdout
+
+
+@pytest.mark.parametrize("argv", [[], ["partition"]])
+def test_missing_arguments_exit_with_usage(argv):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2
