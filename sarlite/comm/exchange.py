@@ -1,0 +1,106 @@
+"""Row exchanges between ranks on top of ``all_to_all_single``.
+
+gloo has ``all_to_all_single`` with split sizes but not the list form of ``all_to_all``, so
+every exchange here is one ``all_to_all_single`` (plus one for the sizes when the receiver
+cannot know them). All functions are **collectives**: every rank must call them in the same
+order, also with nothing to send.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from . import traffic
+from .context import comm_device, rank, world_size
+
+
+def _as_rows(tensor: torch.Tensor) -> torch.Tensor:
+    """View ``tensor`` as a 2-D ``(rows, row_numel)`` tensor."""
+    return tensor.reshape(tensor.shape[0], -1) if tensor.dim() != 2 else tensor
+
+
+def _nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+class PendingRows:
+    """Rows arriving from an asynchronous exchange; ``wait()`` returns them.
+
+    The receive buffer has shape ``(rows, *row_shape)`` on the caller's device.
+    """
+
+    def __init__(self, work, buffer: torch.Tensor, row_shape: torch.Size,
+                 device: torch.device):
+        self._work = work
+        self._buffer = buffer
+        self._row_shape = row_shape
+        self._device = device
+
+    def wait(self) -> torch.Tensor:
+        if self._work is not None:
+            self._work.wait()
+            self._work = None
+        return self._buffer.reshape((-1,) + tuple(self._row_shape)).to(self._device)
+
+
+def ring_exchange(rows: torch.Tensor, send_to: int, num_recv: int, recv_from: int,
+                  kind: str, async_op: bool = True) -> PendingRows:
+    """Send ``rows`` to rank ``send_to`` and receive ``num_recv`` rows from ``recv_from``.
+
+    One round of a ring schedule: in round ``r`` rank ``i`` sends to ``(i + r) % N`` and
+    receives from ``(i - r) % N``, so every rank talks to a different peer. The received rows
+    have the same trailing shape and dtype as ``rows``. Collective: all ranks call it in the
+    same round. With ``async_op`` it returns at once; ``wait()`` on the result blocks.
+    """
+    me, size = rank(), world_size()
+    row_shape = rows.shape[1:]
+    device = rows.device
+    if send_to == me:
+        assert recv_from == me and num_recv == rows.shape[0]
+        return PendingRows(None, rows, row_shape, device)
+    flat = _as_rows(rows).to(comm_device()).contiguous()
+    out = flat.new_empty((num_recv, flat.shape[1]))
+    send_sizes, recv_sizes = [0] * size, [0] * size
+    send_sizes[send_to] = flat.shape[0]
+    recv_sizes[recv_from] = num_recv
+    work = dist.all_to_all_single(out, flat, recv_sizes, send_sizes, async_op=async_op)
+    traffic.record(kind, _nbytes(flat), _nbytes(out))
+    return PendingRows(work if async_op else None, out, row_shape, device)
+
+
+def exchange_sizes(counts: list[int] | torch.Tensor) -> list[int]:
+    """Tell every rank ``k`` the number ``counts[k]``; return what each rank told us.
+
+    Collective. ``counts`` has one entry per rank.
+    """
+    send = torch.as_tensor(counts, dtype=torch.int64, device=comm_device()).reshape(-1)
+    if send.numel() != world_size():
+        raise ValueError(f"need one count per rank ({world_size()}), got {send.numel()}")
+    recv = torch.empty_like(send)
+    dist.all_to_all_single(recv, send)
+    return recv.tolist()
+
+
+def all_to_all_rows(chunks: list[torch.Tensor], kind: str) -> list[torch.Tensor]:
+    """Send ``chunks[k]`` to rank ``k``; return the list of chunks received from each rank.
+
+    Sizes may differ per pair; the trailing shape and dtype must be the same on every rank.
+    Collective and blocking: one size exchange, then one payload exchange.
+    """
+    size = world_size()
+    if len(chunks) != size:
+        raise ValueError(f"need one chunk per rank ({size}), got {len(chunks)}")
+    device = chunks[0].device
+    row_shape = chunks[0].shape[1:]
+    if size == 1:
+        return [chunks[0]]
+    send_counts = [c.shape[0] for c in chunks]
+    recv_counts = exchange_sizes(send_counts)
+    flat = torch.cat([_as_rows(c) for c in chunks]).to(comm_device()).contiguous()
+    out = flat.new_empty((sum(recv_counts), flat.shape[1]))
+    dist.all_to_all_single(out, flat, recv_counts, send_counts)
+    me = rank()
+    traffic.record(kind, _nbytes(flat) - _nbytes(_as_rows(chunks[me])),
+                   out.shape[1] * out.element_size() * (sum(recv_counts) - recv_counts[me]))
+    out = out.to(device)
+    return [part.reshape((-1,) + tuple(row_shape)) for part in out.split(recv_counts)]

@@ -1,0 +1,74 @@
+"""Batch normalisation over all nodes of all workers."""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.nn.functional import all_reduce as differentiable_all_reduce
+
+
+def _global_sum(tensor: torch.Tensor) -> torch.Tensor:
+    """Sum over ranks; its gradient is the sum of the gradients over ranks."""
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        return differentiable_all_reduce(tensor)
+    return tensor
+
+
+class DistributedBatchNorm1d(nn.Module):
+    r"""``BatchNorm1d`` whose statistics cover the nodes of every worker.
+
+    .. math::
+        y = \frac{x - \mathrm{E}[x]}{\sqrt{\mathrm{Var}[x] + \epsilon}} \gamma + \beta
+
+    with mean and (biased) variance over all nodes of all ranks, computed in two passes
+    (mean, then squared deviations) through differentiable all-reduces, so outputs and
+    gradients equal ``torch.nn.BatchNorm1d`` on the unpartitioned graph. Running statistics
+    use the unbiased variance, as PyTorch does.
+
+    Parameters
+    ----------
+    num_features: width ``C`` of the input ``(num_nodes, C)``.
+    eps, momentum, affine, track_running_stats: as in ``torch.nn.BatchNorm1d``.
+
+    **Collective** in training mode (two all-reduces forward, two backward): every rank
+    calls it, also with zero rows. Evaluation with running statistics is local.
+
+    Example
+    -------
+    >>> bn = sarlite.DistributedBatchNorm1d(64)
+    >>> h = bn(conv(g, x))          # (num_owned_nodes, 64)
+    """
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 affine: bool = True, track_running_stats: bool = True):
+        super().__init__()
+        if num_features < 1:
+            raise ValueError(f"num_features must be positive, got {num_features}")
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = nn.Parameter(torch.ones(num_features))
+            self.bias = nn.Parameter(torch.zeros(num_features))
+        if track_running_stats:
+            self.register_buffer("running_mean", torch.zeros(num_features))
+            self.register_buffer("running_var", torch.ones(num_features))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 2 or x.shape[1] != self.num_features:
+            raise ValueError(f"expected input of shape (num_nodes, {self.num_features}), "
+                             f"got {tuple(x.shape)}")
+        if self.training or not self.track_running_stats:
+            count = _global_sum(torch.tensor([float(x.shape[0])], device=x.device))
+            mean = _global_sum(x.sum(0)) / count
+            var = _global_sum(((x - mean) ** 2).sum(0)) / count
+            if self.training and self.track_running_stats:
+                with torch.no_grad():
+                    unbiased = var * count / (count - 1).clamp(min=1)
+                    self.running_mean.lerp_(mean, self.momentum)
+                    self.running_var.lerp_(unbiased, self.momentum)
+        else:
+            mean, var = self.running_mean, self.running_var
+        out = (x - mean) / torch.sqrt(var + self.eps)
+        if self.affine:
+            out = out * self.weight + self.bias
+        return out

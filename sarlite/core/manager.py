@@ -1,0 +1,109 @@
+"""GraphShardManager: a DGLGraph stand-in that passes messages shard by shard."""
+from __future__ import annotations
+
+import torch
+
+from .config import check_depth, check_mode
+from .graph_view import DistributedGraph
+from .message import declared_parameters, message_inputs, reducer_name
+from .sar_op import SequentialAggregation, ShardOp
+from .shards import GraphShard, RingPlan
+
+
+class GraphShardManager(DistributedGraph):
+    """This worker's N graph shards, behaving like a ``DGLGraph`` for ``dgl.nn`` layers.
+
+    Its nodes are the owned nodes and its edges the owned edges (those into owned nodes),
+    in shard order. ``update_all`` and ``apply_edges`` run sequential aggregation: shard by
+    shard, remote source rows are fetched, used and freed. In ``mode="sar"`` the backward
+    pass refetches and recomputes each shard (rematerialization); in ``mode="sa"`` the
+    forward's autograd graph is kept.
+
+    Build it with :func:`sarlite.construct_full_graph`, not directly.
+
+    **Collectives.** ``update_all`` and ``apply_edges`` (and their backward passes) are
+    collectives: every rank must call them in the same order with the same message function
+    and fields, also ranks that own no edges.
+
+    Example
+    -------
+    >>> data = sarlite.load_partition_data("parts/graph.json")
+    >>> g = sarlite.construct_full_graph(data)
+    >>> conv = dgl.nn.SAGEConv(16, 8, "mean")
+    >>> h = conv(g, data.node_features["feat"])      # (num_owned_nodes, 8), exact
+    """
+
+    def __init__(self, shards: list[GraphShard], plan: RingPlan, node_range: tuple[int, int],
+                 in_degrees: torch.Tensor, out_degrees: torch.Tensor,
+                 edata: dict[str, torch.Tensor], mode: str = "sar", pipeline_depth: int = 1):
+        edge_dst = torch.cat([s.block.edges()[1] for s in shards]) if shards else \
+            torch.zeros(0, dtype=torch.int64)
+        super().__init__(node_range, in_degrees, out_degrees, edge_dst, edata)
+        self.shards = shards
+        self.plan = plan
+        self.mode = check_mode(mode)
+        self.pipeline_depth = check_depth(pipeline_depth)
+
+    def _to(self, device) -> None:
+        self.shards = [shard.to(device) for shard in self.shards]
+        self.plan = self.plan.to(device)
+
+    def _fields(self, func):
+        return message_inputs(func, self.srcdata.keys(), self.dstdata.keys(),
+                              self.edata.keys())
+
+    def _run(self, op: ShardOp, params):
+        values = ([self.srcdata[n] for n in op.src_names] +
+                  [self.dstdata[n] for n in op.dst_names] +
+                  [self.edata[n] for n in op.edge_names])
+        return SequentialAggregation.apply(op, *values, *params)
+
+    def update_all(self, message_func, reduce_func, apply_node_func=None, etype=None):
+        """Send messages along all owned edges and reduce them at owned nodes.
+
+        ``reduce_func`` must be DGL's ``sum``, ``mean``, ``max`` or ``min`` (they fold
+        shard by shard); the result lands in ``dstdata[reduce_func.out_field]``. Nodes
+        without in-edges get 0, as in DGL. Collective.
+
+        Raises
+        ------
+        NotImplementedError
+            For any other reducer (use one-shot mode) or an ``apply_node_func``.
+        """
+        name = reducer_name(reduce_func)
+        if apply_node_func is not None:
+            raise NotImplementedError("apply_node_func is not supported: apply it to "
+                                      "g.dstdata after update_all")
+        src, dst, edge = self._fields(message_func)
+        params = declared_parameters(message_func)
+        op = ShardOp(self, message_func, src, dst, edge, len(params), reducer=name,
+                     msg_field=reduce_func.msg_field, out_field=reduce_func.out_field)
+        self.dstdata[reduce_func.out_field] = self._run(op, params)
+
+    def apply_edges(self, func, edges="__ALL__", etype=None):
+        """Compute per-edge values on all owned edges; results land in ``edata``.
+
+        ``func`` is a DGL builtin (``u_add_v``, ``copy_u``, ...) or a Python function of
+        ``edges`` (``edges.src``, ``edges.dst``, ``edges.data``). Collective.
+        """
+        if not isinstance(edges, str) or edges != "__ALL__":
+            raise NotImplementedError("apply_edges on a subset of edges is not supported")
+        src, dst, edge = self._fields(func)
+        params = declared_parameters(func)
+        op = ShardOp(self, func, src, dst, edge, len(params))
+        outputs = self._run(op, params)
+        for name, value in zip(op.out_names, outputs):
+            self.edata[name] = value
+
+    def get_full_partition_graph(self, delete_shard_data: bool = True):
+        """All owned in-edges as one :class:`DistributedBlock` (one-shot mode).
+
+        Its ``update_all``/``apply_edges`` fetch every remote row in one collective
+        exchange (differentiable) and accept any DGL reducer; faster, more memory.
+        ``delete_shard_data`` drops this manager's shards (it is unusable afterwards).
+        """
+        from .distributed_block import DistributedBlock
+        block = DistributedBlock.from_shards(self)
+        if delete_shard_data:
+            self.shards = []
+        return block

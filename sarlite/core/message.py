@@ -1,0 +1,94 @@
+"""What a message or edge function reads, and which parameters it uses.
+
+DGL builtins name their inputs (``copy_u("h", "m")`` reads the source field ``h``); Python
+functions (UDFs) may read any field, so all fields of each kind are provided to them.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import torch
+from dgl.function.message import BinaryMessageFunction, CopyMessageFunction
+from dgl.function.reducer import SimpleReduceFunction
+
+SRC, DST, EDGE = 0, 1, 2        # DGL's target codes: u, v, e
+FOLDABLE_REDUCERS = ("sum", "mean", "max", "min")
+
+
+def message_inputs(func, src_keys: Iterable[str], dst_keys: Iterable[str],
+                   edge_keys: Iterable[str]) -> tuple[list[str], list[str], list[str]]:
+    """Names of the source, destination and edge fields ``func`` reads."""
+    if isinstance(func, CopyMessageFunction):
+        pairs = [(func.target, func.in_field)]
+    elif isinstance(func, BinaryMessageFunction):
+        pairs = [(func.lhs, func.lhs_field), (func.rhs, func.rhs_field)]
+    else:
+        return list(src_keys), list(dst_keys), list(edge_keys)
+    fields: tuple[list[str], list[str], list[str]] = ([], [], [])
+    for target, name in pairs:
+        if name not in fields[target]:
+            fields[target].append(name)
+    return fields
+
+
+def is_copy_src(func) -> bool:
+    """True for ``copy_u``: its source gradient is the transposed aggregation."""
+    return isinstance(func, CopyMessageFunction) and func.target == SRC
+
+
+def reducer_name(reduce_func) -> str:
+    """``"sum"``, ``"mean"``, ``"max"`` or ``"min"``; anything else cannot be folded.
+
+    Raises
+    ------
+    NotImplementedError
+        For other builtin reducers and for Python (UDF) reducers.
+    """
+    name = getattr(reduce_func, "name", None) if isinstance(
+        reduce_func, SimpleReduceFunction) else None
+    if name not in FOLDABLE_REDUCERS:
+        label = name or getattr(reduce_func, "__name__", type(reduce_func).__name__)
+        raise NotImplementedError(
+            f"reducer {label!r} cannot be folded shard by shard: GraphShardManager supports "
+            f"{FOLDABLE_REDUCERS}. Use one-shot mode (g.get_full_partition_graph() or "
+            f"mode='one-shot'), which accepts any DGL reducer.")
+    return name
+
+
+def message_has_parameters(param_fn: Callable[[object], Iterable[torch.Tensor]]):
+    """Declare the learnable parameters a message function uses.
+
+    In rematerialized (``sar``) mode the forward pass keeps no autograd graph, so sarlite
+    must know which parameters a message function touches to make the aggregated output
+    depend on them and to rebuild their gradients in the backward pass. ``param_fn``
+    receives the object the decorated method is bound to and returns its parameters.
+
+    Example
+    -------
+    >>> class EdgeGate(nn.Module):
+    ...     def __init__(self, dim):
+    ...         super().__init__()
+    ...         self.gate = nn.Linear(dim, 1)
+    ...     @sarlite.message_has_parameters(lambda self: tuple(self.gate.parameters()))
+    ...     def message(self, edges):
+    ...         return {"m": edges.src["h"] * torch.sigmoid(self.gate(edges.src["h"]))}
+    ...     def forward(self, g, h):
+    ...         with g.local_scope():
+    ...             g.srcdata["h"] = h
+    ...             g.update_all(self.message, dgl.function.sum("m", "h"))
+    ...             return g.dstdata["h"]
+    """
+    def decorate(func):
+        func.sarlite_param_fn = param_fn
+        return func
+    return decorate
+
+
+def declared_parameters(func) -> list[torch.Tensor]:
+    """Parameters declared with :func:`message_has_parameters` (empty if none)."""
+    target = getattr(func, "__func__", func)
+    param_fn = getattr(target, "sarlite_param_fn", None)
+    if param_fn is None:
+        return []
+    owner = getattr(func, "__self__", None)
+    return [p for p in param_fn(owner) if p.requires_grad]

@@ -1,0 +1,157 @@
+"""Graph shards and the ring schedule that feeds them.
+
+Worker ``i`` holds ``N`` shards: shard ``j`` is a DGL block whose source nodes are the
+distinct rows of partition ``j`` that have an edge into partition ``i`` (compacted) and
+whose destination nodes are the local destination nodes. In ring round ``r`` worker ``i``
+aggregates shard ``(i - r) % N`` and serves the rows that worker ``(i + r) % N`` needs.
+"""
+from __future__ import annotations
+
+import warnings
+from collections import deque
+from typing import Iterator, Sequence
+
+import dgl
+import torch
+
+from ..comm import all_to_all_rows, rank, ring_exchange, world_size
+
+
+class GraphShard:
+    """The edges from partition ``src_part`` into the local partition.
+
+    Attributes
+    ----------
+    src_part:
+        Partition that owns the source nodes.
+    rows:
+        ``(U_j,)`` int64, the distinct source rows needed, as local ids of ``src_part``
+        (ascending); block source ``k`` is row ``rows[k]`` of that partition.
+    block:
+        DGL block with ``U_j`` source nodes and all local destination nodes.
+    edge_slice:
+        ``(start, end)`` of this shard's edges in the manager's ``edata`` (shard order).
+    """
+
+    def __init__(self, src_part: int, rows: torch.Tensor, block: dgl.DGLGraph,
+                 edge_slice: tuple[int, int]):
+        self.src_part = src_part
+        self.rows = rows
+        self.block = block
+        self.edge_slice = edge_slice
+        self._has_in_edges = None
+        self._reverse = None
+
+    @property
+    def num_edges(self) -> int:
+        return self.block.num_edges()
+
+    def has_in_edges(self) -> torch.Tensor:
+        """``(num_dst,)`` bool: destination nodes with at least one edge in this shard."""
+        if self._has_in_edges is None:
+            self._has_in_edges = self.block.in_degrees() > 0
+        return self._has_in_edges
+
+    def reverse_block(self) -> dgl.DGLGraph:
+        """The shard with edges reversed (destinations as sources), built once."""
+        if self._reverse is None:
+            src, dst = self.block.edges()
+            self._reverse = dgl.create_block(
+                (dst, src), num_src_nodes=self.block.num_dst_nodes(),
+                num_dst_nodes=self.block.num_src_nodes(), device=self.block.device)
+        return self._reverse
+
+    def to(self, device) -> "GraphShard":
+        return GraphShard(self.src_part, self.rows.to(device), self.block.to(device),
+                          self.edge_slice)
+
+    def run(self, fn, *args):
+        """Call ``fn(block, *args)``, silencing DGL's warning for UDFs on empty shards."""
+        if self.num_edges:
+            return fn(self.block, *args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn(self.block, *args)
+
+
+class RingPlan:
+    """Who sends which rows to whom, agreed once by all ranks.
+
+    ``send_idx[k]`` are the local rows this worker serves to worker ``k`` (what ``k``'s
+    shard from us needs); ``num_recv[j]`` is the number of rows we receive from ``j``.
+    """
+
+    def __init__(self, send_idx: list[torch.Tensor], num_recv: list[int]):
+        self.send_idx = send_idx
+        self.num_recv = num_recv
+        self.me = rank()
+        self.size = world_size()
+
+    def peers(self, round_: int) -> tuple[int, int]:
+        """``(send_to, recv_from)`` of ring round ``round_``."""
+        return (self.me + round_) % self.size, (self.me - round_) % self.size
+
+    def to(self, device) -> "RingPlan":
+        return RingPlan([idx.to(device) for idx in self.send_idx], self.num_recv)
+
+    def fetch(self, tensor: torch.Tensor, round_: int, kind: str):
+        """Post round ``round_`` of fetching rows of ``tensor``: returns a pending handle."""
+        send_to, recv_from = self.peers(round_)
+        return ring_exchange(tensor[self.send_idx[send_to]], send_to,
+                             self.num_recv[recv_from], recv_from, kind)
+
+    def return_grad(self, grad_rows: torch.Tensor, round_: int, kind: str):
+        """Post round ``round_`` of sending gradients of fetched rows back to their owner.
+
+        The reverse of :meth:`fetch`: the result holds the gradients of
+        ``send_idx[send_to]`` rows, from the worker we served in that round.
+        """
+        send_to, recv_from = self.peers(round_)
+        return ring_exchange(grad_rows, recv_from, len(self.send_idx[send_to]), send_to,
+                             kind)
+
+    def rounds(self, tensors: Sequence[torch.Tensor], depth: int,
+               kind: str) -> Iterator[tuple[int, int, list[torch.Tensor]]]:
+        """Fetch ``tensors`` shard by shard in ring order, ``depth`` rounds ahead.
+
+        Yields ``(round, shard, fetched)`` where ``fetched[f]`` holds the rows of
+        ``tensors[f]`` that shard ``shard`` needs. Collective: every rank must consume the
+        whole generator.
+        """
+        pending = deque()
+        posted = 0
+        for round_ in range(self.size):
+            while posted < self.size and posted <= round_ + depth:
+                pending.append([self.fetch(t, posted, kind) for t in tensors])
+                posted += 1
+            handles = pending.popleft()
+            yield round_, self.peers(round_)[1], [h.wait() for h in handles]
+
+
+def build_shards(shard_edges, node_ranges: torch.Tensor, dst_local_of, num_dst: int,
+                 device) -> tuple[list[GraphShard], RingPlan, torch.Tensor]:
+    """Build the local shards and agree on the ring plan with every other rank.
+
+    ``dst_local_of(global_ids)`` maps owned destination ids to block destination ids.
+    Returns the shards, the plan and the global out-degree ``(num_owned,)`` of every owned
+    node. Collective: one exchange of the needed rows.
+    """
+    shards, need, offset = [], [], 0
+    for j, edges in enumerate(shard_edges):
+        rows, src_compact = torch.unique(edges.src - node_ranges[j, 0], return_inverse=True)
+        block = dgl.create_block((src_compact, dst_local_of(edges.dst)),
+                                 num_src_nodes=rows.numel(), num_dst_nodes=num_dst)
+        shards.append(GraphShard(j, rows, block.to(device),
+                                 (offset, offset + len(edges))))
+        offset += len(edges)
+        counts = torch.bincount(src_compact, minlength=rows.numel())
+        need.append(torch.stack([rows, counts], 1))
+    served = all_to_all_rows(need, kind="setup")
+    me = rank()
+    num_owned = int(node_ranges[me, 1] - node_ranges[me, 0])
+    out_degrees = torch.zeros(num_owned, dtype=torch.int64)
+    for rows_counts in served:
+        out_degrees.index_add_(0, rows_counts[:, 0], rows_counts[:, 1])
+    plan = RingPlan([rc[:, 0].contiguous().to(device) for rc in served],
+                    [shard.rows.numel() for shard in shards])
+    return shards, plan, out_degrees.to(device)

@@ -1,0 +1,104 @@
+"""Spawn gloo workers for multi-process tests.
+
+``spawn(fn, world_size, *args)`` starts ``world_size`` processes (torch.multiprocessing,
+spawn start method) on 127.0.0.1 with a free port, ``OMP_NUM_THREADS=1`` and one torch
+thread. Each joins the process group through ``sarlite.init`` and returns
+``fn(rank, world_size, *args)``. Results come back pickled by value, in rank order.
+
+A worker that raises, a worker that dies, or a run past ``timeout`` seconds fails the test,
+and every remaining worker is killed: a hang is a failure.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import queue as queue_mod
+import socket
+import time
+import traceback
+from datetime import timedelta
+
+import torch.multiprocessing as mp
+
+COLLECTIVE_TIMEOUT = timedelta(seconds=60)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _entry(fn, rank: int, world_size: int, port: int, results, args) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
+                      OMP_NUM_THREADS="1", DGLBACKEND="pytorch")
+    import torch
+    torch.set_num_threads(1)
+    import sarlite
+    try:
+        sarlite.init(timeout=COLLECTIVE_TIMEOUT)
+        value = fn(rank, world_size, *args)
+        results.put((rank, "ok", pickle.dumps(value)))
+    except BaseException as err:  # report everything, including SystemExit
+        results.put((rank, "error", f"{type(err).__name__}: {err}\n{traceback.format_exc()}"))
+        raise SystemExit(1)
+
+
+class WorkerError(AssertionError):
+    """A worker raised; ``errors`` maps rank to its traceback text."""
+
+    def __init__(self, errors: dict[int, str]):
+        self.errors = errors
+        first = min(errors)
+        super().__init__(f"worker {first} failed:\n{errors[first]}")
+
+
+def spawn(fn, world_size: int, *args, timeout: float = 180.0,
+          kill_on_error: bool = True) -> list:
+    """Run ``fn(rank, world_size, *args)`` on ``world_size`` workers; results by rank.
+
+    With ``kill_on_error=False`` the other workers are left to notice a failure on their
+    own (within ``timeout``), and :class:`WorkerError` then holds every rank's error.
+    """
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=_entry, args=(fn, r, world_size, port, results, args),
+                         daemon=True) for r in range(world_size)]
+    for proc in procs:
+        proc.start()
+    values, errors = {}, {}
+    deadline = time.monotonic() + timeout
+    try:
+        while len(values) + len(errors) < world_size:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(
+                    f"workers timed out after {timeout:.0f}s (hang); finished: "
+                    f"{sorted(values)}, failed: {sorted(errors)}")
+            try:
+                rank, status, payload = results.get(timeout=min(remaining, 1.0))
+            except queue_mod.Empty:
+                dead = [r for r, p in enumerate(procs)
+                        if p.exitcode not in (None, 0) and r not in errors]
+                for r in dead:
+                    errors[r] = f"worker {r} died with exit code {procs[r].exitcode}"
+                if dead and kill_on_error:
+                    break
+                continue
+            if status == "ok":
+                values[rank] = pickle.loads(payload)
+            else:
+                errors[rank] = payload
+                if kill_on_error:
+                    break
+        if errors:
+            raise WorkerError(errors)
+        return [values[r] for r in range(world_size)]
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+        for proc in procs:
+            proc.join(timeout=10)
