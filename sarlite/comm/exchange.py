@@ -7,6 +7,8 @@ order, also with nothing to send.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.distributed as dist
 
@@ -16,7 +18,7 @@ from .context import comm_device, rank, world_size
 
 def _as_rows(tensor: torch.Tensor) -> torch.Tensor:
     """View ``tensor`` as a 2-D ``(rows, row_numel)`` tensor."""
-    return tensor.reshape(tensor.shape[0], -1) if tensor.dim() != 2 else tensor
+    return tensor.reshape(tensor.shape[0], math.prod(tensor.shape[1:]))
 
 
 def _nbytes(tensor: torch.Tensor) -> int:
@@ -40,7 +42,8 @@ class PendingRows:
         if self._work is not None:
             self._work.wait()
             self._work = None
-        return self._buffer.reshape((-1,) + tuple(self._row_shape)).to(self._device)
+        rows = self._buffer.shape[0]
+        return self._buffer.reshape((rows,) + tuple(self._row_shape)).to(self._device)
 
 
 def ring_exchange(rows: torch.Tensor, send_to: int, num_recv: int, recv_from: int,
@@ -103,4 +106,5 @@ def all_to_all_rows(chunks: list[torch.Tensor], kind: str) -> list[torch.Tensor]
     traffic.record(kind, _nbytes(flat) - _nbytes(_as_rows(chunks[me])),
                    out.shape[1] * out.element_size() * (sum(recv_counts) - recv_counts[me]))
     out = out.to(device)
-    return [part.reshape((-1,) + tuple(row_shape)) for part in out.split(recv_counts)]
+    return [part.reshape((part.shape[0],) + tuple(row_shape))
+            for part in out.split(recv_counts)]

@@ -23,7 +23,8 @@ class DistributedBatchNorm1d(nn.Module):
     with mean and (biased) variance over all nodes of all ranks, computed in two passes
     (mean, then squared deviations) through differentiable all-reduces, so outputs and
     gradients equal ``torch.nn.BatchNorm1d`` on the unpartitioned graph. Running statistics
-    use the unbiased variance, as PyTorch does.
+    use the unbiased variance, as PyTorch does; the state dict is interchangeable with
+    ``torch.nn.BatchNorm1d``'s.
 
     Parameters
     ----------
@@ -52,6 +53,7 @@ class DistributedBatchNorm1d(nn.Module):
         if track_running_stats:
             self.register_buffer("running_mean", torch.zeros(num_features))
             self.register_buffer("running_var", torch.ones(num_features))
+            self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 2 or x.shape[1] != self.num_features:
@@ -66,6 +68,7 @@ class DistributedBatchNorm1d(nn.Module):
                     unbiased = var * count / (count - 1).clamp(min=1)
                     self.running_mean.lerp_(mean, self.momentum)
                     self.running_var.lerp_(unbiased, self.momentum)
+                    self.num_batches_tracked += 1
         else:
             mean, var = self.running_mean, self.running_var
         out = (x - mean) / torch.sqrt(var + self.eps)

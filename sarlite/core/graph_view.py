@@ -7,6 +7,7 @@ edges are the owned edges (every edge into an owned node), in shard order.
 """
 from __future__ import annotations
 
+import copy
 from contextlib import contextmanager
 
 import dgl
@@ -69,6 +70,12 @@ class DistributedGraph:
             self._ndata.update(saved_n)
             self._edata.clear()
             self._edata.update(saved_e)
+
+    def local_var(self) -> "DistributedGraph":
+        """A view sharing structure and tensors whose field changes stay local, as in DGL."""
+        clone = copy.copy(self)
+        clone._ndata, clone._edata = dict(self._ndata), dict(self._edata)
+        return clone
 
     # -- sizes -------------------------------------------------------------------------
     def num_nodes(self, ntype=None) -> int:
