@@ -25,6 +25,24 @@ def _nbytes(tensor: torch.Tensor) -> int:
     return tensor.numel() * tensor.element_size()
 
 
+class CollectiveError(RuntimeError):
+    """A collective failed: usually another worker died, raised, or never called it."""
+
+
+def _failed(kind: str, err: Exception) -> CollectiveError:
+    return CollectiveError(
+        f"sarlite: collective {kind!r} failed on rank {rank()} of {world_size()}: {err}. "
+        f"Another worker probably died or did not make the same call (every rank must run "
+        f"the same collectives in the same order); see the other workers' output.")
+
+
+def _run(kind: str, call):
+    try:
+        return call()
+    except RuntimeError as err:
+        raise _failed(kind, err) from err
+
+
 class PendingRows:
     """Rows arriving from an asynchronous exchange; ``wait()`` returns them.
 
@@ -32,7 +50,8 @@ class PendingRows:
     """
 
     def __init__(self, work, buffer: torch.Tensor, row_shape: torch.Size,
-                 device: torch.device):
+                 device: torch.device, kind: str = ""):
+        self._kind = kind
         self._work = work
         self._buffer = buffer
         self._row_shape = row_shape
@@ -40,7 +59,7 @@ class PendingRows:
 
     def wait(self) -> torch.Tensor:
         if self._work is not None:
-            self._work.wait()
+            _run(self._kind, self._work.wait)
             self._work = None
         rows = self._buffer.shape[0]
         return self._buffer.reshape((rows,) + tuple(self._row_shape)).to(self._device)
@@ -66,9 +85,10 @@ def ring_exchange(rows: torch.Tensor, send_to: int, num_recv: int, recv_from: in
     send_sizes, recv_sizes = [0] * size, [0] * size
     send_sizes[send_to] = flat.shape[0]
     recv_sizes[recv_from] = num_recv
-    work = dist.all_to_all_single(out, flat, recv_sizes, send_sizes, async_op=async_op)
+    work = _run(kind, lambda: dist.all_to_all_single(out, flat, recv_sizes, send_sizes,
+                                                     async_op=async_op))
     traffic.record(kind, _nbytes(flat), _nbytes(out))
-    return PendingRows(work if async_op else None, out, row_shape, device)
+    return PendingRows(work if async_op else None, out, row_shape, device, kind)
 
 
 def exchange_sizes(counts: list[int] | torch.Tensor) -> list[int]:
@@ -80,7 +100,7 @@ def exchange_sizes(counts: list[int] | torch.Tensor) -> list[int]:
     if send.numel() != world_size():
         raise ValueError(f"need one count per rank ({world_size()}), got {send.numel()}")
     recv = torch.empty_like(send)
-    dist.all_to_all_single(recv, send)
+    _run("exchange_sizes", lambda: dist.all_to_all_single(recv, send))
     return recv.tolist()
 
 
@@ -101,7 +121,7 @@ def all_to_all_rows(chunks: list[torch.Tensor], kind: str) -> list[torch.Tensor]
     recv_counts = exchange_sizes(send_counts)
     flat = torch.cat([_as_rows(c) for c in chunks]).to(comm_device()).contiguous()
     out = flat.new_empty((sum(recv_counts), flat.shape[1]))
-    dist.all_to_all_single(out, flat, recv_counts, send_counts)
+    _run(kind, lambda: dist.all_to_all_single(out, flat, recv_counts, send_counts))
     me = rank()
     traffic.record(kind, _nbytes(flat) - _nbytes(_as_rows(chunks[me])),
                    out.shape[1] * out.element_size() * (sum(recv_counts) - recv_counts[me]))
