@@ -8,7 +8,7 @@ from .config import Config, check_depth, check_mode
 from .edge_softmax import install_edge_softmax
 from .manager import GraphShardManager
 from .partition_data import PartitionData
-from .shards import build_shards
+from .shards import build_shards, global_out_degrees
 
 
 def construct_full_graph(data: PartitionData, mode: str | None = None,
@@ -35,14 +35,96 @@ def construct_full_graph(data: PartitionData, mode: str | None = None,
                          f"partitions: launch one worker per partition")
     device = torch.device(device) if device is not None else torch.device("cpu")
     lo, hi = data.owned_range
-    shards, plan, out_degrees = build_shards(data.shards, data.node_ranges,
-                                             lambda dst: dst - lo, hi - lo, device)
+    shards, plan = build_shards([(e.src, e.dst - lo) for e in data.shards],
+                                data.node_ranges, hi - lo, lambda requested: requested,
+                                device)
+    out_degrees = global_out_degrees([e.src for e in data.shards], data.node_ranges)
     in_degrees = torch.zeros(hi - lo, dtype=torch.int64)
     for edges in data.shards:
         in_degrees.index_add_(0, edges.dst - lo, torch.ones_like(edges.dst))
     install_edge_softmax()
     manager = GraphShardManager(
-        shards, plan, (lo, hi), in_degrees.to(device), out_degrees,
+        shards, plan, hi - lo, hi - lo, in_degrees.to(device), out_degrees.to(device),
         {k: v.to(device) for k, v in data.edge_features.items()},
         mode="sar" if mode == "one-shot" else mode, pipeline_depth=depth)
     return manager.get_full_partition_graph() if mode == "one-shot" else manager
+
+
+def _positions(order: torch.Tensor, size: int) -> torch.Tensor:
+    """``pos`` with ``pos[order[i]] = i`` (and -1 elsewhere), over ``size`` local ids."""
+    pos = torch.full((size,), -1, dtype=torch.int64)
+    pos[order] = torch.arange(order.numel())
+    return pos
+
+
+def construct_mfgs(data: PartitionData, seed_nodes, num_layers: int,
+                   mode: str | None = None, pipeline_depth: int | None = None,
+                   device=None) -> list:
+    """Message-flow graphs that compute ``num_layers`` layers for ``seed_nodes`` only.
+
+    For label-only training: the last block's destination nodes are the seeds; each earlier
+    block's destination nodes are the nodes (on every worker) whose outputs the next block
+    reads. Block ``l`` has ``input_nodes`` (its source nodes) and ``output_nodes`` (its
+    destination nodes) as local ids of the owned nodes, destinations first among sources
+    as in DGL blocks, so ``dgl.nn`` layers take ``h[:num_dst_nodes]`` as destination
+    features. Feed ``x[mfgs[0].input_nodes]`` to the first layer; the last layer returns
+    rows for ``mfgs[-1].output_nodes`` (the sorted seeds). Degrees are global, so every
+    output equals the full-graph output at that node.
+
+    Parameters
+    ----------
+    seed_nodes:
+        Local ids (``0 <= id < num_owned_nodes``) of this worker's seeds; may be empty.
+    num_layers:
+        Number of blocks to build.
+
+    Collective: **every rank must call it**, including ranks with no seeds (2 exchanges per
+    layer).
+    """
+    mode = check_mode(Config.mode if mode is None else mode)
+    depth = check_depth(Config.pipeline_depth if pipeline_depth is None else pipeline_depth)
+    if world_size() != data.num_parts:
+        raise ValueError(f"world size {world_size()} does not match the {data.num_parts} "
+                         f"partitions: launch one worker per partition")
+    if not isinstance(num_layers, int) or num_layers < 1:
+        raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
+    lo, hi = data.owned_range
+    num_owned = hi - lo
+    seeds = torch.unique(torch.as_tensor(seed_nodes, dtype=torch.int64).reshape(-1))
+    if seeds.numel() and (int(seeds[0]) < 0 or int(seeds[-1]) >= num_owned):
+        raise ValueError(f"seed_nodes must be local ids in [0, {num_owned}), got values in "
+                         f"[{int(seeds[0])}, {int(seeds[-1])}]")
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    out_degrees = global_out_degrees([e.src for e in data.shards], data.node_ranges)
+    in_degrees = torch.zeros(num_owned, dtype=torch.int64)
+    for edges in data.shards:
+        in_degrees.index_add_(0, edges.dst - lo, torch.ones_like(edges.dst))
+    install_edge_softmax()
+
+    blocks, outputs = [], seeds
+    for _ in range(num_layers):                       # last layer first
+        dst_pos = _positions(outputs, num_owned)
+        picked = [dst_pos[e.dst - lo] >= 0 for e in data.shards]
+        inputs = []
+
+        def serve(requested, outputs=outputs):
+            extra = torch.unique(torch.cat(requested))
+            extra = extra[_positions(outputs, num_owned)[extra] < 0]
+            inputs.append(torch.cat([outputs, extra]))
+            src_pos = _positions(inputs[0], num_owned)
+            return [src_pos[rows] for rows in requested]
+        shards, plan = build_shards(
+            [(e.src[m], dst_pos[e.dst[m] - lo]) for e, m in zip(data.shards, picked)],
+            data.node_ranges, outputs.numel(), serve, device)
+        mask = torch.cat(picked) if picked else torch.zeros(0, dtype=torch.bool)
+        manager = GraphShardManager(
+            shards, plan, inputs[0].numel(), outputs.numel(),
+            in_degrees[outputs].to(device), out_degrees[inputs[0]].to(device),
+            {k: v[mask].to(device) for k, v in data.edge_features.items()},
+            mode="sar" if mode == "one-shot" else mode, pipeline_depth=depth,
+            is_block=True)
+        block = manager.get_full_partition_graph() if mode == "one-shot" else manager
+        block.input_nodes, block.output_nodes = inputs[0].to(device), outputs.to(device)
+        blocks.append(block)
+        outputs = inputs[0]
+    return blocks[::-1]

@@ -65,9 +65,10 @@ class DistributedBlock(DistributedGraph):
 
     mode = "one-shot"
 
-    def __init__(self, block: dgl.DGLGraph, plan, halo: list[int], node_range,
-                 in_degrees, out_degrees, edata):
-        super().__init__(node_range, in_degrees, out_degrees, block.edges()[1], edata)
+    def __init__(self, block: dgl.DGLGraph, plan, halo: list[int], num_src: int,
+                 in_degrees, out_degrees, edata, is_block: bool = False):
+        super().__init__(num_src, block.num_dst_nodes(), in_degrees, out_degrees,
+                         block.edges()[1], edata, is_block)
         self.block = block
         self.plan = plan
         self.halo = halo
@@ -75,22 +76,23 @@ class DistributedBlock(DistributedGraph):
     @classmethod
     def from_shards(cls, manager) -> "DistributedBlock":
         """Merge a :class:`GraphShardManager`'s shards into one block."""
-        me, num_owned = rank(), manager.num_nodes()
+        me, num_src = rank(), manager.num_src_nodes()
         halo = [0 if s.src_part == me else s.rows.numel() for s in manager.shards]
         offsets = torch.tensor([0] + halo[:-1]).cumsum(0).tolist()
         src, dst = [], []
         for shard, offset in zip(manager.shards, offsets):
             compact, local_dst = shard.block.edges()
-            src.append(shard.rows[compact] if shard.src_part == me
-                       else num_owned + offset + compact)
+            # own rows are served from this rank's source tensor: the plan knows where
+            src.append(manager.plan.send_idx[me][compact] if shard.src_part == me
+                       else num_src + offset + compact)
             dst.append(local_dst)
-        device = manager.device
         block = dgl.create_block((torch.cat(src), torch.cat(dst)),
-                                 num_src_nodes=num_owned + sum(halo),
-                                 num_dst_nodes=num_owned, device=device)
-        merged = cls(block, manager.plan, halo, manager.node_range,
-                     manager.in_degrees(), manager.out_degrees(), manager.edata)
-        merged._ndata.update(manager.ndata)
+                                 num_src_nodes=num_src + sum(halo),
+                                 num_dst_nodes=manager.num_dst_nodes(), device=manager.device)
+        merged = cls(block, manager.plan, halo, num_src, manager.in_degrees(),
+                     manager.out_degrees(), manager.edata, manager.is_block)
+        merged.srcdata.update(manager.srcdata)
+        merged.dstdata.update(manager.dstdata)
         return merged
 
     def halo_sizes(self) -> list[int]:

@@ -2,8 +2,11 @@
 
 :class:`DistributedGraph` gives both distributed graph objects (the sequential
 :class:`GraphShardManager` and the one-shot :class:`DistributedBlock`) DGL's data views,
-sizes, degrees, types and ``local_scope``. Its nodes are this worker's owned nodes; its
-edges are the owned edges (every edge into an owned node), in shard order.
+sizes, degrees, types and ``local_scope``. For a full graph its nodes are this worker's
+owned nodes, ``srcdata``, ``dstdata`` and ``ndata`` are one dict, and its edges are the
+owned edges (every edge into an owned node) in shard order. For a message-flow graph of
+:func:`sarlite.construct_mfgs` it is a block: destination nodes are a subset of the owned
+nodes, source nodes start with them, and ``srcdata``/``dstdata`` are separate.
 """
 from __future__ import annotations
 
@@ -21,38 +24,49 @@ class DistributedGraph:
 
     Subclasses implement ``update_all``, ``apply_edges`` and ``_to``.
 
-    Attributes
+    Parameters
     ----------
-    node_range:
-        ``(start, end)`` global ids of the owned nodes.
+    num_src, num_dst:
+        Source and destination node counts (equal, and the same nodes, for a full graph).
+    in_degrees:
+        ``(num_dst,)`` global in-degrees; ``out_degrees``: ``(num_src,)`` global
+        out-degrees.
+    edge_dst:
+        ``(num_edges,)`` destination index of every edge, in edge order.
+    is_block:
+        True for message-flow graphs (separate source and destination data).
     """
 
-    is_block = False
-
-    def __init__(self, node_range: tuple[int, int], in_degrees: torch.Tensor,
+    def __init__(self, num_src: int, num_dst: int, in_degrees: torch.Tensor,
                  out_degrees: torch.Tensor, edge_dst: torch.Tensor,
-                 edata: dict[str, torch.Tensor] | None = None):
-        self.node_range = node_range
+                 edata: dict[str, torch.Tensor] | None = None, is_block: bool = False):
+        self._num_src, self._num_dst = num_src, num_dst
+        self.is_block = is_block
         self._in_degrees = in_degrees
         self._out_degrees = out_degrees
         self._edge_dst = edge_dst
-        self._ndata: dict[str, torch.Tensor] = {}
+        self._srcdata: dict[str, torch.Tensor] = {}
+        self._dstdata: dict[str, torch.Tensor] = {} if is_block else self._srcdata
         self._edata: dict[str, torch.Tensor] = dict(edata or {})
         self._softmax_graph = None
 
-    # -- data views (src = dst = owned nodes) ------------------------------------------
+    # -- data views ----------------------------------------------------------------------
     @property
     def srcdata(self) -> dict:
-        """Data of the source nodes: the owned nodes (same dict as ``dstdata``/``ndata``)."""
-        return self._ndata
+        """Data of the source nodes (for a full graph, the same dict as ``dstdata``)."""
+        return self._srcdata
 
     @property
     def dstdata(self) -> dict:
-        return self._ndata
+        return self._dstdata
 
     @property
     def ndata(self) -> dict:
-        return self._ndata
+        """Node data of a full graph; blocks have ``srcdata``/``dstdata`` only, as in DGL."""
+        if self.is_block:
+            raise AttributeError("ndata is not available on a message-flow graph (block): "
+                                 "use srcdata and dstdata")
+        return self._srcdata
 
     @property
     def edata(self) -> dict:
@@ -62,30 +76,35 @@ class DistributedGraph:
     @contextmanager
     def local_scope(self):
         """Discard every field set or removed inside the ``with`` block, as in DGL."""
-        saved_n, saved_e = dict(self._ndata), dict(self._edata)
+        saved = [(data, dict(data)) for data in self._data_dicts()]
         try:
             yield
         finally:
-            self._ndata.clear()
-            self._ndata.update(saved_n)
-            self._edata.clear()
-            self._edata.update(saved_e)
+            for data, copy_ in saved:
+                data.clear()
+                data.update(copy_)
+
+    def _data_dicts(self) -> list[dict]:
+        dicts = [self._srcdata, self._edata]
+        return dicts + [self._dstdata] if self.is_block else dicts
 
     def local_var(self) -> "DistributedGraph":
         """A view sharing structure and tensors whose field changes stay local, as in DGL."""
         clone = copy.copy(self)
-        clone._ndata, clone._edata = dict(self._ndata), dict(self._edata)
+        clone._srcdata, clone._edata = dict(self._srcdata), dict(self._edata)
+        clone._dstdata = dict(self._dstdata) if self.is_block else clone._srcdata
         return clone
 
     # -- sizes -------------------------------------------------------------------------
     def num_nodes(self, ntype=None) -> int:
-        return self.node_range[1] - self.node_range[0]
+        """Owned nodes of a full graph; source plus destination nodes of a block (DGL)."""
+        return self._num_src + self._num_dst if self.is_block else self._num_src
 
     def num_src_nodes(self, ntype=None) -> int:
-        return self.num_nodes()
+        return self._num_src
 
     def num_dst_nodes(self, ntype=None) -> int:
-        return self.num_nodes()
+        return self._num_dst
 
     def num_edges(self, etype=None) -> int:
         return self._edge_dst.numel()
@@ -97,11 +116,11 @@ class DistributedGraph:
 
     # -- degrees -----------------------------------------------------------------------
     def in_degrees(self, v=None, etype=None) -> torch.Tensor:
-        """Global in-degree of owned nodes (all in-edges are owned): ``(num_nodes,)``."""
+        """Global in-degree of the destination nodes (all their in-edges are owned)."""
         return self._in_degrees if v is None else self._in_degrees[torch.as_tensor(v)]
 
     def out_degrees(self, u=None, etype=None) -> torch.Tensor:
-        """Global out-degree of owned nodes, counting edges into every partition."""
+        """Global out-degree of the source nodes, counting edges into every partition."""
         return self._out_degrees if u is None else self._out_degrees[torch.as_tensor(u)]
 
     # -- types and placement -----------------------------------------------------------
@@ -124,7 +143,7 @@ class DistributedGraph:
         self._in_degrees = self._in_degrees.to(device)
         self._out_degrees = self._out_degrees.to(device)
         self._edge_dst = self._edge_dst.to(device)
-        for data in (self._ndata, self._edata):
+        for data in self._data_dicts():
             for key, value in data.items():
                 data[key] = value.to(device)
         self._softmax_graph = None

@@ -33,12 +33,14 @@ class GraphShardManager(DistributedGraph):
     >>> h = conv(g, data.node_features["feat"])      # (num_owned_nodes, 8), exact
     """
 
-    def __init__(self, shards: list[GraphShard], plan: RingPlan, node_range: tuple[int, int],
+    def __init__(self, shards: list[GraphShard], plan: RingPlan, num_src: int, num_dst: int,
                  in_degrees: torch.Tensor, out_degrees: torch.Tensor,
-                 edata: dict[str, torch.Tensor], mode: str = "sar", pipeline_depth: int = 1):
+                 edata: dict[str, torch.Tensor], mode: str = "sar", pipeline_depth: int = 1,
+                 is_block: bool = False):
         edge_dst = torch.cat([s.block.edges()[1] for s in shards]) if shards else \
             torch.zeros(0, dtype=torch.int64)
-        super().__init__(node_range, in_degrees, out_degrees, edge_dst, edata)
+        super().__init__(num_src, num_dst, in_degrees, out_degrees, edge_dst, edata,
+                         is_block)
         self.shards = shards
         self.plan = plan
         self.mode = check_mode(mode)

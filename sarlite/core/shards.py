@@ -128,30 +128,44 @@ class RingPlan:
             yield round_, self.peers(round_)[1], [h.wait() for h in handles]
 
 
-def build_shards(shard_edges, node_ranges: torch.Tensor, dst_local_of, num_dst: int,
-                 device) -> tuple[list[GraphShard], RingPlan, torch.Tensor]:
+def build_shards(shard_edges: list[tuple[torch.Tensor, torch.Tensor]],
+                 node_ranges: torch.Tensor, num_dst: int, serve, device
+                 ) -> tuple[list[GraphShard], RingPlan]:
     """Build the local shards and agree on the ring plan with every other rank.
 
-    ``dst_local_of(global_ids)`` maps owned destination ids to block destination ids.
-    Returns the shards, the plan and the global out-degree ``(num_owned,)`` of every owned
-    node. Collective: one exchange of the needed rows.
+    ``shard_edges[j]`` is ``(src, dst)``: global source ids (owned by partition ``j``) and
+    destination indices in ``[0, num_dst)``. ``serve(requested)`` receives, for every rank
+    ``k``, the owned nodes (local ids) that ``k`` asks for, and returns their rows in this
+    rank's source tensors (for a full graph: the local ids themselves). Collective: one
+    exchange of the requested rows.
     """
-    shards, need, offset = [], [], 0
-    for j, edges in enumerate(shard_edges):
-        rows, src_compact = torch.unique(edges.src - node_ranges[j, 0], return_inverse=True)
-        block = dgl.create_block((src_compact, dst_local_of(edges.dst)),
-                                 num_src_nodes=rows.numel(), num_dst_nodes=num_dst)
-        shards.append(GraphShard(j, rows, block.to(device),
-                                 (offset, offset + len(edges))))
-        offset += len(edges)
-        counts = torch.bincount(src_compact, minlength=rows.numel())
-        need.append(torch.stack([rows, counts], 1))
-    served = all_to_all_rows(need, kind="setup")
-    me = rank()
-    num_owned = int(node_ranges[me, 1] - node_ranges[me, 0])
-    out_degrees = torch.zeros(num_owned, dtype=torch.int64)
-    for rows_counts in served:
-        out_degrees.index_add_(0, rows_counts[:, 0], rows_counts[:, 1])
-    plan = RingPlan([rc[:, 0].contiguous().to(device) for rc in served],
+    shards, requests, offset = [], [], 0
+    for j, (src, dst) in enumerate(shard_edges):
+        rows, src_compact = torch.unique(src - node_ranges[j, 0], return_inverse=True)
+        block = dgl.create_block((src_compact, dst), num_src_nodes=rows.numel(),
+                                 num_dst_nodes=num_dst)
+        shards.append(GraphShard(j, rows, block.to(device), (offset, offset + src.numel())))
+        offset += src.numel()
+        requests.append(rows.unsqueeze(1))
+    requested = [rows[:, 0] for rows in all_to_all_rows(requests, kind="setup")]
+    plan = RingPlan([rows.contiguous().to(device) for rows in serve(requested)],
                     [shard.rows.numel() for shard in shards])
-    return shards, plan, out_degrees.to(device)
+    return shards, plan
+
+
+def global_out_degrees(shard_src: list[torch.Tensor], node_ranges: torch.Tensor
+                       ) -> torch.Tensor:
+    """``(num_owned,)`` out-degree of every owned node over the whole graph.
+
+    ``shard_src[j]`` holds the global sources (owned by ``j``) of this rank's owned edges.
+    Collective: every rank reports edge counts to the sources' owners.
+    """
+    counts = []
+    for j, src in enumerate(shard_src):
+        rows, per_row = torch.unique(src - node_ranges[j, 0], return_counts=True)
+        counts.append(torch.stack([rows, per_row], 1))
+    me = rank()
+    out = torch.zeros(int(node_ranges[me, 1] - node_ranges[me, 0]), dtype=torch.int64)
+    for rows_counts in all_to_all_rows(counts, kind="setup"):
+        out.index_add_(0, rows_counts[:, 0], rows_counts[:, 1])
+    return out
