@@ -36,8 +36,8 @@ def construct_full_graph(data: PartitionData, mode: str | None = None,
     device = torch.device(device) if device is not None else torch.device("cpu")
     lo, hi = data.owned_range
     shards, plan = build_shards([(e.src, e.dst - lo) for e in data.shards],
-                                data.node_ranges, hi - lo, lambda requested: requested,
-                                device)
+                                data.node_ranges, hi - lo,
+                                lambda requested: (requested, hi - lo), device)
     out_degrees = global_out_degrees([e.src for e in data.shards], data.node_ranges)
     in_degrees = torch.zeros(hi - lo, dtype=torch.int64)
     for edges in data.shards:
@@ -112,7 +112,7 @@ def construct_mfgs(data: PartitionData, seed_nodes, num_layers: int,
             extra = extra[_positions(outputs, num_owned)[extra] < 0]
             inputs.append(torch.cat([outputs, extra]))
             src_pos = _positions(inputs[0], num_owned)
-            return [src_pos[rows] for rows in requested]
+            return [src_pos[rows] for rows in requested], inputs[0].numel()
         shards, plan = build_shards(
             [(e.src[m], dst_pos[e.dst[m] - lo]) for e, m in zip(data.shards, picked)],
             data.node_ranges, outputs.numel(), serve, device)

@@ -82,9 +82,8 @@ class DistributedBlock(DistributedGraph):
         src, dst = [], []
         for shard, offset in zip(manager.shards, offsets):
             compact, local_dst = shard.block.edges()
-            # own rows are served from this rank's source tensor: the plan knows where
-            src.append(manager.plan.send_idx[me][compact] if shard.src_part == me
-                       else num_src + offset + compact)
+            # the local shard already indexes this rank's source tensor
+            src.append(compact if shard.src_part == me else num_src + offset + compact)
             dst.append(local_dst)
         block = dgl.create_block((torch.cat(src), torch.cat(dst)),
                                  num_src_nodes=num_src + sum(halo),

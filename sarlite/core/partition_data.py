@@ -44,7 +44,8 @@ class PartitionData:
         ``shards[j]`` holds the owned edges (destination in this partition) whose source is
         in partition ``j``; sources and destinations are global ids.
     node_features:
-        ``{name: (num_owned, ...)}`` rows of the owned nodes, ``_N/`` prefix removed.
+        ``{name: (num_owned, ...)}`` rows of the owned nodes, ``_N/`` prefix removed;
+        fields named ``*_mask`` are bool (DGL's files store them as uint8).
     edge_features:
         ``{name: (num_owned_edges, ...)}`` rows of the owned edges **in shard order**
         (shard 0's edges, then shard 1's, ...), the order of ``GraphShardManager.edata``.
@@ -79,7 +80,16 @@ class PartitionData:
 
 
 def _strip(features: dict, prefix: str) -> dict:
-    return {k[len(prefix):] if k.startswith(prefix) else k: v for k, v in features.items()}
+    """Drop the type prefix of each key; turn ``*_mask`` fields back into bool.
+
+    DGL's serialisation stores bool tensors as uint8; masks are bool again after loading.
+    """
+    out = {}
+    for key, value in features.items():
+        name = key[len(prefix):] if key.startswith(prefix) else key
+        out[name] = value.bool() if name.endswith("_mask") and value.dtype == torch.uint8 \
+            else value
+    return out
 
 
 def load_partition_data(part_config: str | os.PathLike, rank: int | None = None,

@@ -36,12 +36,6 @@ def _fetched_leaves(fetched, src_vals):
     return [_leaf(t, s.requires_grad) for t, s in zip(fetched, src_vals)]
 
 
-def _add(total, value):
-    if value is None:
-        return total
-    return value.clone() if total is None else total.add_(value)
-
-
 class ShardOp:
     """One ``update_all`` or ``apply_edges`` call on a :class:`GraphShardManager`.
 
@@ -67,16 +61,16 @@ class ShardOp:
         c = b + len(self.edge_names)
         return list(inputs[:a]), list(inputs[a:b]), list(inputs[b:c])
 
-    def shard_compute(self, shard, fetched, dst_vals, edge_vals):
-        """Run the function on one shard; returns the aggregate or ``{name: edge values}``."""
-        start, end = shard.edge_slice
+    def shard_compute(self, shard, fetched, dst_vals, shard_edge_vals):
+        """Run the function on one shard; returns the aggregate or ``{name: edge values}``.
 
+        ``shard_edge_vals`` are the edge fields already cut to this shard's edges.
+        """
         def run(block):
             with block.local_scope():
                 block.srcdata.update(dict(zip(self.src_names, fetched)))
                 block.dstdata.update(dict(zip(self.dst_names, dst_vals)))
-                block.edata.update({n: v[start:end] for n, v in zip(self.edge_names,
-                                                                     edge_vals)})
+                block.edata.update(dict(zip(self.edge_names, shard_edge_vals)))
                 if self.reducer is None:
                     written = self.apply_edge_func(block)
                     return {name: block.edata[name] for name in written}
@@ -114,7 +108,10 @@ class ShardOp:
         """
         acc, winner = state
         if self.reducer in ("sum", "mean"):
-            return (value if acc is None else acc + value), None
+            if acc is None:
+                return value, None
+            # in place when no graph is recorded: one accumulator, no per-shard copy
+            return (acc + value if torch.is_grad_enabled() else acc.add_(value)), None
         if acc is None:
             fill = float("-inf") if self.reducer == "max" else float("inf")
             acc = torch.full_like(value, fill)
@@ -128,18 +125,21 @@ class ShardOp:
     def finish(self, state):
         acc, winner = state
         if self.reducer == "mean":
-            return acc / self.degree_view(acc)
+            deg = self.degree_view(acc)
+            return acc / deg if torch.is_grad_enabled() else acc.div_(deg)
         if self.reducer in ("max", "min"):
             return torch.where(winner >= 0, acc, torch.zeros_like(acc))
         return acc
 
-    def shard_grad(self, grad_out, winner, shard_index: int):
-        """The gradient of one shard's aggregate, given the output gradient."""
-        if self.reducer == "sum":
-            return grad_out
-        if self.reducer == "mean":
-            return grad_out / self.degree_view(grad_out)
-        return grad_out * (winner == shard_index).to(grad_out.dtype)
+    def aggregate_grad(self, grad_out):
+        """Gradient of the folded sum before ``finish``: divided by degree for ``mean``."""
+        return grad_out / self.degree_view(grad_out) if self.reducer == "mean" else grad_out
+
+    def shard_grad(self, grad_agg, winner, shard_index: int):
+        """The gradient of one shard's aggregate, given :meth:`aggregate_grad`'s result."""
+        if self.reducer in ("sum", "mean"):
+            return grad_agg
+        return grad_agg * (winner == shard_index).to(grad_agg.dtype)
 
 
 class SequentialAggregation(torch.autograd.Function):
@@ -162,7 +162,8 @@ class SequentialAggregation(torch.autograd.Function):
                 if keep_graph:
                     fetched = _fetched_leaves(fetched, src_vals)
                     fetched_leaves[round_] = fetched
-                value = op.shard_compute(graph.shards[j], fetched, dst_vals, edge_vals)
+                value = op.shard_compute(graph.shards[j], fetched, dst_vals,
+                                         _edge_slices(edge_vals, graph.shards[j]))
                 if op.reducer is None:
                     per_shard[j] = value
                 else:
@@ -185,14 +186,13 @@ class SequentialAggregation(torch.autograd.Function):
         graph = op.graph
         inputs = ctx.saved_tensors
         src_vals, dst_vals, edge_vals = op.split(inputs)
-        src_grads = [torch.zeros_like(t) if t.requires_grad else None for t in src_vals]
+        sender = _GradReturn(graph.plan, src_vals)
         if ctx.keep_graph:
-            local = _backward_kept(ctx, grad_outputs, src_grads)
+            dst_grads, edge_grads = _backward_kept(ctx, grad_outputs, sender)
         else:
-            local = _backward_rematerialized(ctx, grad_outputs, src_vals, dst_vals,
-                                             edge_vals, src_grads)
-        dst_grads, edge_grads = local
-        grads = src_grads + dst_grads + edge_grads + [None] * op.num_params
+            dst_grads, edge_grads = _backward_rematerialized(
+                ctx, grad_outputs, src_vals, dst_vals, edge_vals, sender)
+        grads = sender.totals() + dst_grads + edge_grads + [None] * op.num_params
         ctx.kept = ctx.winner = None
         return (None, *grads)
 
@@ -205,53 +205,63 @@ def _concat_edge_outputs(op: ShardOp, per_shard: dict, num_shards: int):
 
 
 class _GradReturn:
-    """Sends fetched-row gradients back round by round, one exchange in flight."""
+    """Sends fetched-row gradients back round by round, one exchange in flight, and sums
+    what comes back into the gradients of the source fields (created on first use)."""
 
-    def __init__(self, plan, src_grads):
+    def __init__(self, plan, src_vals):
         self.plan = plan
-        self.src_grads = src_grads
+        self.src_vals = src_vals
+        self.wanted = [t.requires_grad for t in src_vals]
+        self.grads = [None] * len(src_vals)
         self.pending = []
 
     def post(self, round_: int, fetched_grads):
         """Send the gradients of the rows fetched in ``round_``; apply the previous round."""
-        send_to, _ = self.plan.peers(round_)
-        handles = []
-        for f, grad in enumerate(fetched_grads):
-            if self.src_grads[f] is not None:
-                handles.append((f, self.plan.return_grad(grad, round_, _GRAD)))
+        handles = [(f, self.plan.return_grad(grad, round_, _GRAD))
+                   for f, grad in enumerate(fetched_grads) if self.wanted[f]]
         self.flush()
-        self.pending = [(send_to, f, h) for f, h in handles]
+        self.pending = [(round_, f, h) for f, h in handles]
 
     def flush(self):
-        for send_to, f, handle in self.pending:
-            self.src_grads[f].index_add_(0, self.plan.send_idx[send_to], handle.wait())
+        for round_, f, handle in self.pending:
+            rows = handle.wait()
+            if self.grads[f] is None and self.plan.send_idx[self.plan.peers(round_)[0]] is None:
+                self.grads[f] = rows          # the local shard's gradient, full size already
+            else:
+                if self.grads[f] is None:
+                    self.grads[f] = torch.zeros_like(self.src_vals[f])
+                self.plan.add_returned(self.grads[f], rows, round_)
         self.pending = []
 
+    def totals(self) -> list:
+        """Final gradients of the source fields (``None`` where none is needed)."""
+        self.flush()
+        return [(g if g is not None else torch.zeros_like(t)) if want else None
+                for g, t, want in zip(self.grads, self.src_vals, self.wanted)]
 
-def _backward_kept(ctx, grad_outputs, src_grads):
+
+def _edge_slices(edge_vals, shard):
+    start, end = shard.edge_slice
+    return [v[start:end] for v in edge_vals]
+
+
+def _backward_kept(ctx, grad_outputs, sender):
     """``sa`` mode: back-propagate through the kept graph, then return row gradients."""
-    op = ctx.op
     outputs, dst_leaves, edge_leaves, fetched_leaves = ctx.kept
-    pairs = [(o, g) for o, g in zip(outputs, grad_outputs)
-             if g is not None and o.requires_grad]
-    if pairs:
-        torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
-    sender = _GradReturn(op.graph.plan, src_grads)
-    for round_ in range(op.graph.plan.size):
-        leaves = fetched_leaves[round_]
-        sender.post(round_, [_grad_or_zeros(leaf) for leaf in leaves])
-    sender.flush()
-    return ([_grad_or_none(t) for t in dst_leaves], [_grad_or_none(t) for t in edge_leaves])
+    _backward_pairs(outputs, grad_outputs)
+    for round_ in range(sender.plan.size):
+        sender.post(round_, [_grad_or_zeros(leaf) for leaf in fetched_leaves[round_]])
+    return [t.grad for t in dst_leaves], [t.grad for t in edge_leaves]
 
 
-def _backward_rematerialized(ctx, grad_outputs, src_vals, dst_vals, edge_vals, src_grads):
+def _backward_rematerialized(ctx, grad_outputs, src_vals, dst_vals, edge_vals, sender):
     """``sar`` mode: refetch and recompute shard by shard."""
     op = ctx.op
     graph = op.graph
     plan = graph.plan
     dst_grads = [torch.zeros_like(t) if t.requires_grad else None for t in dst_vals]
     edge_grads = [torch.zeros_like(t) if t.requires_grad else None for t in edge_vals]
-    sender = _GradReturn(plan, src_grads)
+    grad_agg = op.aggregate_grad(grad_outputs[0]) if op.reducer is not None else None
     shortcut = (op.reducer in ("sum", "mean") and is_copy_src(op.func)
                 and not dst_vals and not edge_vals)
     rounds = ((r, plan.peers(r)[1], None) for r in range(plan.size)) if shortcut else \
@@ -259,46 +269,41 @@ def _backward_rematerialized(ctx, grad_outputs, src_vals, dst_vals, edge_vals, s
     for round_, j, fetched in rounds:
         shard = graph.shards[j]
         if shortcut:
-            grad = op.shard_grad(grad_outputs[0], None, j)
-            fetched_grads = [copy_u_sum(shard.reverse_block(), grad)]
+            fetched_grads = [copy_u_sum(shard.reverse_block(), grad_agg)]
         else:
-            fetched_grads = _recompute_shard(op, shard, j, _fetched_leaves(fetched, src_vals),
-                                             dst_vals, edge_vals,
-                                             grad_outputs, ctx.winner, dst_grads,
-                                             edge_grads)
+            fetched = _fetched_leaves(fetched, src_vals)
+            dst_leaves = [_leaf(t) for t in dst_vals]
+            edge_leaves = [_leaf(t) for t in _edge_slices(edge_vals, shard)]
+            with torch.enable_grad():
+                value = op.shard_compute(shard, fetched, dst_leaves, edge_leaves)
+                if op.reducer is None:
+                    start, end = shard.edge_slice
+                    _backward_pairs([value[name] for name in op.out_names],
+                                    [g[start:end] if g is not None else None
+                                     for g in grad_outputs])
+                else:
+                    _backward_pairs([value], [op.shard_grad(grad_agg, ctx.winner, j)])
+            _accumulate(dst_grads, dst_leaves)
+            _accumulate([g[slice(*shard.edge_slice)] if g is not None else None
+                         for g in edge_grads], edge_leaves)
+            fetched_grads = [_grad_or_zeros(leaf) for leaf in fetched]
         sender.post(round_, fetched_grads)
-    sender.flush()
     return dst_grads, edge_grads
 
 
-def _recompute_shard(op, shard, j, fetched, dst_vals, edge_vals, grad_outputs, winner,
-                     dst_grads, edge_grads):
-    dst_leaves = [_leaf(t) for t in dst_vals]
-    edge_leaves = [_leaf(t) for t in edge_vals]
-    with torch.enable_grad():
-        value = op.shard_compute(shard, fetched, dst_leaves, edge_leaves)
-        if op.reducer is None:
-            start, end = shard.edge_slice
-            outs = [value[name] for name in op.out_names]
-            grads = [g[start:end] if g is not None else None for g in grad_outputs]
-        else:
-            outs = [value]
-            grads = [op.shard_grad(grad_outputs[0], winner, j)]
-        pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
-        if pairs:
-            torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
-    for total, leaf in zip(dst_grads, dst_leaves):
+def _backward_pairs(outputs, grads) -> None:
+    """Back-propagate ``grads`` into ``outputs`` that need it (accumulating in leaves)."""
+    pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None and o.requires_grad]
+    if pairs:
+        torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
+
+
+def _accumulate(totals, leaves) -> None:
+    """Add each leaf's gradient into the matching total (views of the totals allowed)."""
+    for total, leaf in zip(totals, leaves):
         if total is not None and leaf.grad is not None:
             total.add_(leaf.grad)
-    for total, leaf in zip(edge_grads, edge_leaves):
-        if total is not None and leaf.grad is not None:
-            total.add_(leaf.grad)
-    return [_grad_or_zeros(leaf) for leaf in fetched]
 
 
 def _grad_or_zeros(leaf: torch.Tensor) -> torch.Tensor:
     return leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
-
-
-def _grad_or_none(leaf: torch.Tensor):
-    return leaf.grad

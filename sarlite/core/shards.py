@@ -77,8 +77,9 @@ class GraphShard:
 class RingPlan:
     """Who sends which rows to whom, agreed once by all ranks.
 
-    ``send_idx[k]`` are the local rows this worker serves to worker ``k`` (what ``k``'s
-    shard from us needs); ``num_recv[j]`` is the number of rows we receive from ``j``.
+    ``send_idx[k]`` are the rows of our source tensors that worker ``k``'s shard from us
+    needs; ``send_idx[me]`` is ``None``: the local shard reads our tensors in place.
+    ``num_recv[j]`` is the number of rows we receive from ``j``.
     """
 
     def __init__(self, send_idx: list[torch.Tensor], num_recv: list[int]):
@@ -92,12 +93,14 @@ class RingPlan:
         return (self.me + round_) % self.size, (self.me - round_) % self.size
 
     def to(self, device) -> "RingPlan":
-        return RingPlan([idx.to(device) for idx in self.send_idx], self.num_recv)
+        return RingPlan([None if idx is None else idx.to(device) for idx in self.send_idx],
+                        self.num_recv)
 
     def fetch(self, tensor: torch.Tensor, round_: int, kind: str):
         """Post round ``round_`` of fetching rows of ``tensor``: returns a pending handle."""
         send_to, recv_from = self.peers(round_)
-        return ring_exchange(tensor[self.send_idx[send_to]], send_to,
+        idx = self.send_idx[send_to]
+        return ring_exchange(tensor if idx is None else tensor[idx], send_to,
                              self.num_recv[recv_from], recv_from, kind)
 
     def return_grad(self, grad_rows: torch.Tensor, round_: int, kind: str):
@@ -107,8 +110,17 @@ class RingPlan:
         ``send_idx[send_to]`` rows, from the worker we served in that round.
         """
         send_to, recv_from = self.peers(round_)
-        return ring_exchange(grad_rows, recv_from, len(self.send_idx[send_to]), send_to,
-                             kind)
+        idx = self.send_idx[send_to]
+        return ring_exchange(grad_rows, recv_from,
+                             grad_rows.shape[0] if idx is None else idx.numel(), send_to, kind)
+
+    def add_returned(self, total: torch.Tensor, grad_rows: torch.Tensor, round_: int) -> None:
+        """Add gradients returned in ``round_`` into ``total`` at the rows we served."""
+        idx = self.send_idx[self.peers(round_)[0]]
+        if idx is None:
+            total.add_(grad_rows)
+        else:
+            total.index_add_(0, idx, grad_rows)
 
     def rounds(self, tensors: Sequence[torch.Tensor], depth: int,
                kind: str) -> Iterator[tuple[int, int, list[torch.Tensor]]]:
@@ -136,21 +148,29 @@ def build_shards(shard_edges: list[tuple[torch.Tensor, torch.Tensor]],
     ``shard_edges[j]`` is ``(src, dst)``: global source ids (owned by partition ``j``) and
     destination indices in ``[0, num_dst)``. ``serve(requested)`` receives, for every rank
     ``k``, the owned nodes (local ids) that ``k`` asks for, and returns their rows in this
-    rank's source tensors (for a full graph: the local ids themselves). Collective: one
-    exchange of the requested rows.
+    rank's source tensors together with the number of those rows (for a full graph: the
+    local ids themselves, and the number of owned nodes). The local shard addresses this
+    rank's source tensor directly, so its rows are never copied. Collective: one exchange
+    of the requested rows.
     """
-    shards, requests, offset = [], [], 0
-    for j, (src, dst) in enumerate(shard_edges):
-        rows, src_compact = torch.unique(src - node_ranges[j, 0], return_inverse=True)
-        block = dgl.create_block((src_compact, dst), num_src_nodes=rows.numel(),
-                                 num_dst_nodes=num_dst)
-        shards.append(GraphShard(j, rows, block.to(device), (offset, offset + src.numel())))
-        offset += src.numel()
-        requests.append(rows.unsqueeze(1))
-    requested = [rows[:, 0] for rows in all_to_all_rows(requests, kind="setup")]
-    plan = RingPlan([rows.contiguous().to(device) for rows in serve(requested)],
-                    [shard.rows.numel() for shard in shards])
-    return shards, plan
+    me = rank()
+    uniques = [torch.unique(src - node_ranges[j, 0], return_inverse=True)
+               for j, (src, _) in enumerate(shard_edges)]
+    requested = [rows[:, 0] for rows in
+                 all_to_all_rows([rows.unsqueeze(1) for rows, _ in uniques], kind="setup")]
+    positions, num_src = serve(requested)
+    shards, offset = [], 0
+    for j, ((_, dst), (rows, compact)) in enumerate(zip(shard_edges, uniques)):
+        if j == me:       # sources are rows of our own source tensor, used in place
+            src, num_rows = positions[me][compact], num_src
+        else:
+            src, num_rows = compact, rows.numel()
+        block = dgl.create_block((src, dst), num_src_nodes=num_rows, num_dst_nodes=num_dst)
+        shards.append(GraphShard(j, rows, block.to(device), (offset, offset + dst.numel())))
+        offset += dst.numel()
+    send_idx = [None if k == me else rows.contiguous().to(device)
+                for k, rows in enumerate(positions)]
+    return shards, RingPlan(send_idx, [shard.block.num_src_nodes() for shard in shards])
 
 
 def global_out_degrees(shard_src: list[torch.Tensor], node_ranges: torch.Tensor

@@ -1,0 +1,126 @@
+"""Shared pieces of the benchmarks: memory probes, models, cached inputs, launching.
+
+Every measured run is its own process (torchrun workers, or one plain process for
+single-process DGL), so peak memory is that run's alone.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+CACHE = RESULTS / "tmp"
+
+
+def rss_mib() -> float:
+    """Current resident set size of this process, MiB."""
+    return _status_kib("VmRSS") / 1024
+
+
+def peak_rss_mib() -> float:
+    """High-water mark of the resident set size since start or the last reset, MiB."""
+    return _status_kib("VmHWM") / 1024
+
+
+def reset_peak_rss() -> None:
+    """Restart the RSS high-water mark from the current RSS (Linux ``clear_refs`` 5)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def _status_kib(field: str) -> int:
+    text = Path("/proc/self/status").read_text()
+    return int(re.search(rf"{field}:\s+(\d+)", text).group(1))
+
+
+def build_model(kind: str, in_dim: int, hidden: int, num_classes: int, num_layers: int = 3,
+                heads: int = 4):
+    """A plain ``dgl.nn`` model: ``sage`` (mean), ``gcn`` or ``gat``; ReLU between layers."""
+    import dgl.nn as dglnn
+    import torch
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            dims = [in_dim] + [hidden] * (num_layers - 1) + [num_classes]
+            layers = []
+            for i, (a, b) in enumerate(zip(dims, dims[1:])):
+                last = i == num_layers - 1
+                if kind == "sage":
+                    layers.append(dglnn.SAGEConv(a, b, "mean"))
+                elif kind == "gcn":
+                    layers.append(dglnn.GraphConv(a, b, allow_zero_in_degree=True))
+                elif kind == "gat":
+                    width = a if i == 0 else a * heads
+                    layers.append(dglnn.GATConv(width, b, num_heads=1 if last else heads,
+                                                allow_zero_in_degree=True))
+                else:
+                    raise ValueError(f"unknown model {kind!r}")
+            self.layers = nn.ModuleList(layers)
+
+        def forward(self, g, x):
+            for i, layer in enumerate(self.layers):
+                x = layer(g, x)
+                x = x.flatten(1) if x.dim() == 3 else x
+                if i < len(self.layers) - 1:
+                    x = torch.relu(x)
+            return x
+    return Net()
+
+
+def cached_partition(num_nodes: int, avg_degree: float, feat_dim: int, num_parts: int,
+                     kind: str = "synthetic") -> tuple[Path, Path]:
+    """Paths of a saved graph and of its ``num_parts``-way partition, made once."""
+    import dgl
+
+    import sarlite
+    from sarlite.data import load_graph
+
+    name = f"{kind}_{num_nodes}_{avg_degree:g}_{feat_dim}"
+    graph_file = CACHE / f"{name}.dgl"
+    if not graph_file.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        g = load_graph(kind, num_nodes=num_nodes, avg_degree=avg_degree, feat_dim=feat_dim)
+        dgl.save_graphs(str(graph_file), [g])
+    config = CACHE / f"{name}_p{num_parts}" / "g.json"
+    if not config.exists():
+        g = dgl.load_graphs(str(graph_file))[0][0]
+        sarlite.partition_graph(g, "g", num_parts, config.parent)
+    return graph_file, config
+
+
+def run_json(cmd: list[str], timeout: float) -> list[dict]:
+    """Run ``cmd`` with ``--result-dir DIR`` appended; return the JSON files it wrote there.
+
+    Each process of the run writes one ``*.json`` (see :func:`write_result`).
+    """
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072", OMP_NUM_THREADS="1")
+    with tempfile.TemporaryDirectory() as out:
+        proc = subprocess.run(cmd + ["--result-dir", out], capture_output=True, text=True,
+                              timeout=timeout, env=env)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n"
+                               f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        return [json.loads(path.read_text()) for path in sorted(Path(out).glob("*.json"))]
+
+
+def write_result(result_dir: str, rank: int, result: dict) -> None:
+    """Save one process's result for :func:`run_json`."""
+    (Path(result_dir) / f"rank{rank}.json").write_text(json.dumps(result))
+
+
+def torchrun(num_procs: int, module: str, args: list[str]) -> list[str]:
+    """The command that runs ``python -m module args`` on ``num_procs`` torchrun workers."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            f"--nproc_per_node={num_procs}", "-m", module, *args]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
