@@ -74,7 +74,8 @@ def worker(args) -> None:
         rank = torch.distributed.get_rank()
         data = sarlite.load_partition_data(args.config)
         feats = data.node_features
-        graph = sarlite.construct_full_graph(data, mode=args.mode)
+        graph = sarlite.construct_full_graph(data, mode=args.mode,
+                                             pipeline_depth=args.pipeline_depth)
         count = feats["train_mask"].sum().float().reshape(1)
         torch.distributed.all_reduce(count)
         sync, num_train = sarlite.all_reduce_gradients, float(count)
@@ -108,6 +109,8 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--model", default="sage", choices=("sage", "gcn", "gat"))
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--pipeline-depth", type=int, default=1,
+                        help="shards fetched ahead in sar/sa modes (default 1)")
     parser.add_argument("--world-sizes", type=int, nargs="+", default=list(WORLD_SIZES))
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--timeout", type=float, default=1800)
@@ -122,7 +125,7 @@ def main() -> None:
         return
 
     common_args = ["--hidden", str(args.hidden), "--model", args.model,
-                   "--epochs", str(args.epochs)]
+                   "--epochs", str(args.epochs), "--pipeline-depth", str(args.pipeline_depth)]
     graph, _ = common.cached_partition(args.num_nodes, args.avg_degree, args.feat_dim, 1)
     env_note = f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}"
     print(f"quick_memory: {args.model}, {args.num_nodes} nodes, avg degree "
@@ -140,7 +143,8 @@ def main() -> None:
             per_worker = common.run_json(common.torchrun(
                 world, "benchmarks.quick_memory",
                 ["--mode", mode, "--config", str(config), *common_args]), args.timeout)
-            rows.append(_summarise(f"sarlite {mode} N={world}", per_worker))
+            depth = f" depth {args.pipeline_depth}" if mode != "one-shot" else ""
+            rows.append(_summarise(f"sarlite {mode} N={world}{depth}", per_worker))
             print(f"  {rows[-1]}", flush=True)
     base = rows[0]
     print("\n| run | median epoch (s) | time vs DGL | peak RSS/worker (MiB) | "
@@ -153,7 +157,9 @@ def main() -> None:
               f"{row['growth_mib'] / base['growth_mib']:.2f}x | "
               f"{row['mib_sent_per_epoch']:.1f} |")
     common.RESULTS.mkdir(exist_ok=True)
-    (common.RESULTS / "quick_memory.json").write_text(json.dumps(
+    name = "quick_memory.json" if args.pipeline_depth == 1 else \
+        f"quick_memory_depth{args.pipeline_depth}.json"
+    (common.RESULTS / name).write_text(json.dumps(
         {"args": {k: v for k, v in vars(args).items() if v is not None}, "runs": rows},
         indent=2))
 

@@ -29,7 +29,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _entry(fn, rank: int, world_size: int, port: int, results, args) -> None:
+def _entry(fn, rank: int, world_size: int, port: int, results, args, device) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
                       OMP_NUM_THREADS="1", DGLBACKEND="pytorch")
@@ -37,7 +37,7 @@ def _entry(fn, rank: int, world_size: int, port: int, results, args) -> None:
     torch.set_num_threads(1)
     import sarlite
     try:
-        sarlite.init(timeout=COLLECTIVE_TIMEOUT)
+        sarlite.init(timeout=COLLECTIVE_TIMEOUT, device=device)
         value = fn(rank, world_size, *args)
         results.put((rank, "ok", pickle.dumps(value)))
     except BaseException as err:  # report everything, including SystemExit
@@ -55,17 +55,19 @@ class WorkerError(AssertionError):
 
 
 def spawn(fn, world_size: int, *args, timeout: float = 180.0,
-          kill_on_error: bool = True) -> list:
+          kill_on_error: bool = True, device: str | None = None) -> list:
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` workers; results by rank.
 
+    ``device="cuda"`` joins the group with NCCL (one GPU per rank) instead of gloo.
     With ``kill_on_error=False`` the other workers are left to notice a failure on their
     own (within ``timeout``), and :class:`WorkerError` then holds every rank's error.
     """
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=_entry, args=(fn, r, world_size, port, results, args),
-                         daemon=True) for r in range(world_size)]
+    procs = [ctx.Process(target=_entry,
+                         args=(fn, r, world_size, port, results, args, device), daemon=True)
+             for r in range(world_size)]
     for proc in procs:
         proc.start()
     values, errors = {}, {}

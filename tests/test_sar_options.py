@@ -59,12 +59,12 @@ def _sage_on(rank, world, config, state):
     conv = dglnn.SAGEConv(4, 3, "pool")
     conv.load_state_dict(state)
     x = data.node_features["feat"].clone().requires_grad_()
-    out = conv(g, x, edge_weight=data.edge_features["w"][:, 0])
+    out = conv(g, x, edge_weight=g.edata["w"][:, 0])      # partition edge features in edata
     out.sum().backward()
     return out.detach(), x.grad
 
 
-def test_engine_runs_on_partitions_written_by_dgl(tmp_path):
+def test_engine_runs_on_partitions_written_by_dgl_with_their_edge_features(tmp_path):
     import dgl
     g = random_graph(num_nodes=50, num_edges=250)
     orig, _ = dgl.distributed.partition_graph(g, "g", 3, str(tmp_path), return_mapping=True)

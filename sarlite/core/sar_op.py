@@ -186,7 +186,7 @@ class SequentialAggregation(torch.autograd.Function):
         graph = op.graph
         inputs = ctx.saved_tensors
         src_vals, dst_vals, edge_vals = op.split(inputs)
-        sender = _GradReturn(graph.plan, src_vals)
+        sender = _GradReturn(graph.plan, src_vals, graph.pipeline_depth)
         if ctx.keep_graph:
             dst_grads, edge_grads = _backward_kept(ctx, grad_outputs, sender)
         else:
@@ -205,11 +205,13 @@ def _concat_edge_outputs(op: ShardOp, per_shard: dict, num_shards: int):
 
 
 class _GradReturn:
-    """Sends fetched-row gradients back round by round, one exchange in flight, and sums
-    what comes back into the gradients of the source fields (created on first use)."""
+    """Sends fetched-row gradients back round by round and sums what comes back into the
+    gradients of the source fields (created on first use). With ``depth`` 0 each exchange
+    completes before the next shard is computed; otherwise one stays in flight."""
 
-    def __init__(self, plan, src_vals):
+    def __init__(self, plan, src_vals, depth: int):
         self.plan = plan
+        self.depth = depth
         self.src_vals = src_vals
         self.wanted = [t.requires_grad for t in src_vals]
         self.grads = [None] * len(src_vals)
@@ -217,10 +219,11 @@ class _GradReturn:
 
     def post(self, round_: int, fetched_grads):
         """Send the gradients of the rows fetched in ``round_``; apply the previous round."""
-        handles = [(f, self.plan.return_grad(grad, round_, _GRAD))
-                   for f, grad in enumerate(fetched_grads) if self.wanted[f]]
         self.flush()
-        self.pending = [(round_, f, h) for f, h in handles]
+        self.pending = [(round_, f, self.plan.return_grad(grad, round_, _GRAD))
+                        for f, grad in enumerate(fetched_grads) if self.wanted[f]]
+        if self.depth == 0:
+            self.flush()
 
     def flush(self):
         for round_, f, handle in self.pending:
@@ -287,7 +290,9 @@ def _backward_rematerialized(ctx, grad_outputs, src_vals, dst_vals, edge_vals, s
             _accumulate([g[slice(*shard.edge_slice)] if g is not None else None
                          for g in edge_grads], edge_leaves)
             fetched_grads = [_grad_or_zeros(leaf) for leaf in fetched]
+            del fetched, dst_leaves, edge_leaves, value
         sender.post(round_, fetched_grads)
+        del fetched_grads                  # the exchange holds the buffer until it is sent
     return dst_grads, edge_grads
 
 
