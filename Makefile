@@ -21,9 +21,11 @@ $(STAMP): pyproject.toml
 test: setup
 	$(PY) -m pytest -q
 
+# The synthetic default on 2 torchrun workers in sar mode, then an MLP baseline.
 demo: setup
-	$(PY) -m sarlite.cli partition --dataset synthetic --num-nodes 20000 --num-parts 2 \
-		--out out/demo/partitions
+	$(PY) -m sarlite.cli train --config configs/demo.yaml --nproc 2
+	$(PY) -m sarlite.cli train --config configs/demo.yaml --nproc 2 \
+		--set model.type=mlp train.out_dir=out/demo/mlp
 
 clean:
 	rm -rf out $(VENV)

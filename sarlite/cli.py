@@ -1,4 +1,4 @@
-"""The ``sarlite`` command line: ``sarlite partition ...``.
+"""The ``sarlite`` command line: ``sarlite partition ...`` and ``sarlite train ...``.
 
 Each subcommand lives in a ``_<name>`` function that receives parsed arguments; errors the
 user can fix (bad paths, unknown datasets, bad sizes) are printed as one line and exit 2.
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import subprocess
 import sys
 import time
 
@@ -69,6 +70,19 @@ def _partition(args: argparse.Namespace) -> None:
     print(f"wrote {config} ({time.time() - start:.1f}s)")
 
 
+def _train(args: argparse.Namespace) -> int:
+    from .train.config import load_config
+    from .train.partitions import check_world_size
+    cfg = load_config(args.config, args.set)        # fail fast, before starting workers
+    check_world_size(cfg, args.nproc)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc_per_node={args.nproc}", "-m", "sarlite.train"]
+    cmd += (["--config", args.config] if args.config else []) + \
+        (["--set", *args.set] if args.set else [])
+    print(f"launching {args.nproc} workers: {' '.join(cmd[1:])}", flush=True)
+    return subprocess.call(cmd)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sarlite",
@@ -102,6 +116,20 @@ def build_parser() -> argparse.ArgumentParser:
                       help="feature width for the traffic bound (default: the width of "
                            "the 'feat' node field)")
     part.set_defaults(run=_partition)
+
+    from .train.config import fields_help
+    train = commands.add_parser(
+        "train", help="train a GNN on N local torchrun workers from a YAML config",
+        description="Train a GNN on the whole graph with N torchrun workers on this "
+                    "machine (one partition each). Equivalent to: torchrun "
+                    "--nproc_per_node=N -m sarlite.train --config X [--set ...]",
+        epilog=fields_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    train.add_argument("--config", default=None, help="YAML config file")
+    train.add_argument("--nproc", type=int, default=2,
+                       help="number of workers = partitions (default 2)")
+    train.add_argument("--set", nargs="+", default=[], metavar="SECTION.KEY=VALUE",
+                       help="override config fields, e.g. --set model.hidden=128")
+    train.set_defaults(run=_train)
     return parser
 
 
@@ -110,11 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="  %(message)s", stream=sys.stdout)
     logging.getLogger("sarlite").setLevel(logging.INFO)   # progress of long steps
     try:
-        args.run(args)
+        return args.run(args) or 0
     except (ValueError, FileNotFoundError, NotADirectoryError, NotImplementedError) as err:
         print(f"sarlite {args.command}: error: {err}", file=sys.stderr)
         return 2
-    return 0
 
 
 if __name__ == "__main__":

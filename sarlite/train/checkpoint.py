@@ -1,0 +1,71 @@
+"""Checkpoints: model, optimizer, epoch, every rank's RNG state and the config hash."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from ..partition.files import atomic_write
+from .config import Config, ConfigError
+
+FILE = "checkpoint.pt"
+
+
+def trajectory_hash(cfg: Config) -> str:
+    """Hash of everything that shapes the training trajectory (not epochs or output)."""
+    data = cfg.model_dump()
+    return cfg.digest("dataset", "partition", "model", "optim") + str(data["train"]["seed"])
+
+
+def save(out_dir: Path, cfg: Config, epoch: int, model, optimizer, best: dict,
+         rank: int) -> None:
+    """Write ``out_dir/checkpoint.pt`` atomically (rank 0 writes; collective)."""
+    rng = [None] * (dist.get_world_size() if dist.is_initialized() else 1)
+    state = torch.get_rng_state()
+    if dist.is_initialized():
+        dist.all_gather_object(rng, state)
+    else:
+        rng[0] = state
+    if rank != 0:
+        return
+    payload = {"epoch": epoch, "model": model.state_dict(),
+               "optimizer": optimizer.state_dict(), "rng": rng, "best": best,
+               "config_hash": trajectory_hash(cfg), "world_size": len(rng)}
+    atomic_write(out_dir / FILE, lambda tmp: torch.save(payload, tmp))
+
+
+def load(out_dir: Path, cfg: Config, model, optimizer, rank: int, world_size: int) -> tuple:
+    """Restore a checkpoint; returns ``(next_epoch, best)``. Every rank calls it.
+
+    Raises
+    ------
+    ConfigError
+        No checkpoint, a corrupt one, or one made with another config or world size.
+    """
+    path = out_dir / FILE
+    if not path.is_file():
+        raise ConfigError(f"train.resume is set but {path} does not exist")
+    try:
+        payload = torch.load(path, map_location="cpu")
+        keys = ("epoch", "model", "optimizer", "rng", "best", "config_hash", "world_size")
+        missing = [k for k in keys if k not in payload]
+        if missing:
+            raise KeyError(f"missing {missing}")
+    except Exception as err:  # torch raises many kinds for a damaged file
+        raise ConfigError(f"checkpoint {path} is corrupt or unreadable: {err}") from None
+    if payload["world_size"] != world_size:
+        raise ConfigError(f"checkpoint {path} was written by {payload['world_size']} "
+                          f"workers; resume with the same number (got {world_size})")
+    if payload["config_hash"] != trajectory_hash(cfg):
+        raise ConfigError(f"checkpoint {path} was written with a different dataset, "
+                          f"partition, model, optimizer or seed; resume with that config")
+    model.load_state_dict(payload["model"])
+    optimizer.load_state_dict(payload["optimizer"])
+    torch.set_rng_state(payload["rng"][rank])
+    return payload["epoch"], payload["best"]
+
+
+def exists(out_dir: Path) -> bool:
+    return os.path.isfile(out_dir / FILE)

@@ -1,0 +1,180 @@
+"""The training run every torchrun worker executes."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from .. import comm
+from ..core import construct_full_graph, construct_mfgs, load_partition_data
+from . import checkpoint
+from .config import Config, ConfigError
+from .models import build_model, graphs_needed
+from .outputs import MetricsLog, plot_curves, write_summary
+from .partitions import prepare_partitions
+
+SPLITS = ("train", "val", "test")
+
+
+@dataclass
+class Batch:
+    """What one full-graph pass reads: graphs, input rows, labels and masks of its outputs."""
+
+    graphs: list
+    x: torch.Tensor
+    labels: torch.Tensor
+    masks: dict[str, torch.Tensor]
+
+
+def _global(values: list[float]) -> torch.Tensor:
+    """Element-wise sum over ranks of a small vector (collective)."""
+    tensor = torch.tensor(values, dtype=torch.float64)
+    if dist.is_initialized():
+        dist.all_reduce(tensor)
+    return tensor
+
+
+def _gather(value: float, world: int) -> list[float]:
+    """``value`` of every rank, in rank order (collective)."""
+    values = [value] * world
+    if dist.is_initialized():
+        dist.all_gather_object(values, value)
+    return values
+
+
+def _build_batch(cfg: Config, part_config: Path) -> tuple[Batch, int, int]:
+    data = load_partition_data(part_config)
+    feats = data.node_features
+    for key in ("feat", "label", *(f"{s}_mask" for s in SPLITS)):
+        if key not in feats:
+            raise ConfigError(f"dataset {cfg.dataset.name!r} has no node field {key!r}")
+    x, labels = feats["feat"].float(), feats["label"].long()
+    masks = {s: feats[f"{s}_mask"].bool() for s in SPLITS}
+    top = torch.tensor([int(labels.max()) if labels.numel() else 0])
+    if dist.is_initialized():
+        dist.all_reduce(top, op=dist.ReduceOp.MAX)
+    num_classes = int(top) + 1
+    mode, depth = cfg.engine.mode, cfg.engine.pipeline_depth
+    if cfg.model.label_only:
+        seeds = torch.nonzero(masks["train"] | masks["val"] | masks["test"]).squeeze(1)
+        mfgs = construct_mfgs(data, seeds, graphs_needed(cfg.model), mode=mode,
+                              pipeline_depth=depth)
+        rows = mfgs[-1].output_nodes
+        batch = Batch(mfgs, x[mfgs[0].input_nodes], labels[rows],
+                      {s: m[rows] for s, m in masks.items()})
+    else:
+        g = construct_full_graph(data, mode=mode, pipeline_depth=depth)
+        batch = Batch([g] * graphs_needed(cfg.model), x, labels, masks)
+    return batch, x.shape[1], num_classes
+
+
+def _train_step(model, optimizer, batch: Batch, num_train: float) -> float:
+    model.train()
+    logits = model(batch.graphs, batch.x)
+    mask = batch.masks["train"]
+    loss = F.cross_entropy(logits[mask], batch.labels[mask], reduction="sum") / num_train
+    optimizer.zero_grad()
+    loss.backward()
+    comm.all_reduce_gradients(model)
+    optimizer.step()
+    return float(_global([loss.item()])[0])
+
+
+@torch.no_grad()
+def _evaluate(model, batch: Batch) -> dict:
+    """Global loss and accuracy of each split from one full-graph pass (collective)."""
+    model.eval()
+    logits = model(batch.graphs, batch.x)
+    values = []
+    for split in SPLITS:
+        mask = batch.masks[split]
+        values += [F.cross_entropy(logits[mask], batch.labels[mask], reduction="sum").item()
+                   if mask.any() else 0.0,
+                   float((logits[mask].argmax(1) == batch.labels[mask]).sum()),
+                   float(mask.sum())]
+    totals = _global(values).tolist()
+    out = {}
+    for i, split in enumerate(SPLITS):
+        loss, correct, count = totals[3 * i:3 * i + 3]
+        out[f"{split}_loss"] = loss / max(count, 1)
+        out[f"{split}_acc"] = correct / max(count, 1)
+    return out
+
+
+def _make_optimizer(cfg: Config, model) -> torch.optim.Optimizer:
+    cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
+           "sgd": torch.optim.SGD}[cfg.optim.name]
+    return cls(model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+
+
+def _peak_rss_mib() -> float:
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run(cfg: Config) -> dict:
+    """Train as configured on this worker; rank 0 writes the outputs. Collective.
+
+    Returns the summary (on every rank).
+    """
+    rank, world = comm.init()
+    out_dir = Path(cfg.train.out_dir)
+    if rank == 0:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    part_config = prepare_partitions(cfg, rank, world)
+    batch, in_dim, num_classes = _build_batch(cfg, part_config)
+    num_train = float(_global([float(batch.masks["train"].sum())])[0])
+    if num_train == 0:
+        raise ConfigError(f"dataset {cfg.dataset.name!r} has no training nodes")
+
+    torch.manual_seed(cfg.train.seed)
+    model = build_model(cfg.model, in_dim, num_classes)
+    comm.sync_params(model)
+    optimizer = _make_optimizer(cfg, model)
+    start, best = 0, {"val_acc": -1.0, "test_acc": None, "epoch": None}
+    if cfg.train.resume:
+        start, best = checkpoint.load(out_dir, cfg, model, optimizer, rank, world)
+    else:
+        torch.manual_seed(cfg.train.seed * 1000 + rank)   # this rank's dropout stream
+    log = MetricsLog(out_dir, start) if rank == 0 else None
+
+    begin = time.time()
+    bar = tqdm(range(start, cfg.train.epochs), disable=rank != 0, desc="train",
+               initial=start, total=cfg.train.epochs, dynamic_ncols=True)
+    for epoch in bar:
+        sent_before = comm.traffic.total()["sent"]
+        tick = time.perf_counter()
+        row = {"epoch": epoch, "train_loss": _train_step(model, optimizer, batch, num_train)}
+        if (epoch + 1) % cfg.train.eval_every == 0 or epoch + 1 == cfg.train.epochs:
+            row.update(_evaluate(model, batch))
+            if row["val_acc"] > best["val_acc"]:
+                best = {"val_acc": row["val_acc"], "test_acc": row["test_acc"],
+                        "epoch": epoch}
+        row["epoch_time"] = time.perf_counter() - tick
+        row["bytes_sent"] = float(_global([comm.traffic.total()["sent"] - sent_before])[0])
+        row["peak_rss_mib"] = _gather(_peak_rss_mib(), world)
+        if rank == 0:
+            log.append(row)
+            bar.set_postfix(loss=f"{row['train_loss']:.4f}",
+                            val_acc=f"{row.get('val_acc', float('nan')):.3f}",
+                            epoch_s=f"{row['epoch_time']:.2f}")
+        if cfg.train.checkpoint_every and (epoch + 1) % cfg.train.checkpoint_every == 0:
+            checkpoint.save(out_dir, cfg, epoch + 1, model, optimizer, best, rank)
+    bar.close()
+    summary = {"best_val_acc": best["val_acc"], "test_acc_at_best_val": best["test_acc"],
+               "best_epoch": best["epoch"], "num_classes": num_classes,
+               "total_time_s": time.time() - begin, "world_size": world,
+               "config": cfg.model_dump()}
+    if rank == 0:
+        write_summary(out_dir, summary)
+        if log.rows:
+            plot_curves(out_dir, log.rows)
+        print(f"{cfg.model.type}: test accuracy {best['test_acc']:.4f} at the best "
+              f"validation epoch {best['epoch']} (chance {1 / num_classes:.3f}); outputs in "
+              f"{out_dir}/ (metrics.jsonl, summary.json, curves.png)", flush=True)
+    return summary

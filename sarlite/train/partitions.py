@@ -1,0 +1,88 @@
+"""Partitions for a training run: made once by rank 0, reused while nothing changed."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import torch.distributed as dist
+
+from ..data import SYNTHETIC_DATASETS, load_graph
+from ..partition import partition_graph, read_part_config
+from .config import Config, ConfigError
+
+STAMP = "sarlite-stamp.json"
+GRAPH_NAME = "graph"
+
+
+def partition_key(cfg: Config) -> str:
+    """Hash of what the partitions depend on: the dataset and partition settings."""
+    data = cfg.model_dump()
+    relevant = {"dataset": data["dataset"],
+                "partition": {k: v for k, v in data["partition"].items() if k != "cache_dir"}}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def existing_partition(cfg: Config) -> dict | None:
+    """The stamp of the partitions in ``cfg.partition.cache_dir`` if they match ``cfg``."""
+    stamp = Path(cfg.partition.cache_dir) / STAMP
+    if not stamp.is_file():
+        return None
+    try:
+        meta = json.loads(stamp.read_text())
+    except json.JSONDecodeError:
+        return None
+    return meta if meta.get("key") == partition_key(cfg) else None
+
+
+def check_world_size(cfg: Config, num_parts: int) -> None:
+    """Refuse to run ``num_parts`` workers on matching partitions made for another count."""
+    meta = existing_partition(cfg)
+    if meta is not None and meta["num_parts"] != num_parts:
+        raise ConfigError(
+            f"partition directory {cfg.partition.cache_dir} holds {meta['num_parts']} "
+            f"partitions of this dataset, but {num_parts} workers were asked for: use "
+            f"--nproc {meta['num_parts']}, or another partition.cache_dir to repartition")
+
+
+def _make(cfg: Config, num_parts: int) -> Path:
+    out = Path(cfg.partition.cache_dir)
+    config = out / f"{GRAPH_NAME}.json"
+    if existing_partition(cfg) is not None:
+        read_part_config(config)                         # still readable?
+        return config
+    ds = cfg.dataset
+    if ds.name.lower() in SYNTHETIC_DATASETS:
+        g = load_graph(ds.name, num_nodes=ds.num_nodes, avg_degree=ds.avg_degree,
+                       num_classes=ds.num_classes, feat_dim=ds.feat_dim, seed=ds.seed)
+    else:
+        g = load_graph(ds.name, ds.data_dir, split=ds.split, seed=ds.seed)
+    part = cfg.partition
+    (out / STAMP).unlink(missing_ok=True)
+    partition_graph(g, GRAPH_NAME, num_parts, out, part_method=part.method,
+                    balance_ntypes=g.ndata["train_mask"].long() if part.balance_train
+                    else None, balance_edges=part.balance_edges, objective=part.objective,
+                    seed=ds.seed)
+    (out / STAMP).write_text(json.dumps({"key": partition_key(cfg), "num_parts": num_parts}))
+    return config
+
+
+def prepare_partitions(cfg: Config, rank: int, num_parts: int) -> Path:
+    """Path of the partition JSON for this run.
+
+    Collective: rank 0 reuses or makes the partitions while the others wait; everyone then
+    gets rank 0's result, or the same error.
+    """
+    check_world_size(cfg, num_parts)
+    outcome = [None]
+    if rank == 0:
+        try:
+            outcome[0] = ("ok", str(_make(cfg, num_parts)))
+        except (ValueError, FileNotFoundError, OSError) as err:
+            outcome[0] = ("error", f"{type(err).__name__}: {err}")
+    if dist.is_initialized():
+        dist.broadcast_object_list(outcome, src=0)
+    status, value = outcome[0]
+    if status == "error":
+        raise ConfigError(f"preparing partitions failed: {value}")
+    return Path(value)
