@@ -149,7 +149,9 @@ def run(cfg: Config) -> dict:
     for epoch in bar:
         sent_before = comm.traffic.total()["sent"]
         tick = time.perf_counter()
-        row = {"epoch": epoch, "train_loss": _train_step(model, optimizer, batch, num_train)}
+        # "loss": the training pass (dropout on, before the step); evaluation adds
+        # "{split}_loss" / "{split}_acc" from a separate pass after the step
+        row = {"epoch": epoch, "loss": _train_step(model, optimizer, batch, num_train)}
         if (epoch + 1) % cfg.train.eval_every == 0 or epoch + 1 == cfg.train.epochs:
             row.update(_evaluate(model, batch))
             if row["val_acc"] > best["val_acc"]:
@@ -160,7 +162,7 @@ def run(cfg: Config) -> dict:
         row["peak_rss_mib"] = _gather(_peak_rss_mib(), world)
         if rank == 0:
             log.append(row)
-            bar.set_postfix(loss=f"{row['train_loss']:.4f}",
+            bar.set_postfix(loss=f"{row['loss']:.4f}",
                             val_acc=f"{row.get('val_acc', float('nan')):.3f}",
                             epoch_s=f"{row['epoch_time']:.2f}")
         if cfg.train.checkpoint_every and (epoch + 1) % cfg.train.checkpoint_every == 0:

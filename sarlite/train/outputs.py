@@ -51,13 +51,12 @@ def plot_curves(out_dir: Path, rows: list[dict]) -> Path:
     evaluated = [r for r in rows if "val_acc" in r]
     colors = {"train": "C0", "val": "C1", "test": "C2"}
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
-    ax_loss.plot([r["epoch"] for r in rows], [r["train_loss"] for r in rows],
-                 color=colors["train"], label="train (training pass)")
+    ax_loss.plot([r["epoch"] for r in rows], [r["loss"] for r in rows], color="k",
+                 linestyle=":", label="training pass")
     for split, color in colors.items():
         epochs = [r["epoch"] for r in evaluated]
-        if split != "train":
-            ax_loss.plot(epochs, [r[f"{split}_loss"] for r in evaluated], color=color,
-                         label=split)
+        ax_loss.plot(epochs, [r[f"{split}_loss"] for r in evaluated], color=color,
+                     label=split)
         ax_acc.plot(epochs, [r[f"{split}_acc"] for r in evaluated], color=color, label=split)
     for ax, title in ((ax_loss, "loss"), (ax_acc, "accuracy")):
         ax.set_xlabel("epoch")
