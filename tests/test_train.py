@@ -9,9 +9,9 @@ import torch.nn.functional as F
 
 from harness import spawn
 from sarlite import cli
-from sarlite.data import load_graph
 from sarlite.train import Config, load_config
 from sarlite.train.models import build_model, graphs_needed
+from sarlite.train.partitions import dataset_graph
 
 SYNTHETIC = {"name": "synthetic", "num_nodes": 2000, "avg_degree": 8, "feat_dim": 16}
 
@@ -37,12 +37,7 @@ def _metrics(out_dir) -> list[dict]:
 
 def _dgl_losses(cfg: Config) -> list[float]:
     """The same model, seed and optimizer on the unpartitioned graph, one process."""
-    ds = cfg.dataset
-    if ds.data_dir:
-        g = load_graph(ds.name, ds.data_dir)
-    else:
-        g = load_graph(ds.name, num_nodes=ds.num_nodes, avg_degree=ds.avg_degree,
-                       feat_dim=ds.feat_dim, seed=ds.seed)
+    g = dataset_graph(cfg)
     x, y, train = g.ndata["feat"], g.ndata["label"], g.ndata["train_mask"]
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.model, x.shape[1], int(y.max()) + 1)
@@ -130,39 +125,40 @@ def test_missing_config_file_is_named(tmp_path, capsys):
 def test_nproc_different_from_existing_partitions_is_refused(tmp_path, capsys):
     cfg = _config(tmp_path, train={"epochs": 1})
     spawn(_run, 2, cfg, timeout=300)
-    path = tmp_path / "c.yaml"
+    path = tmp_path / "config.yaml"
     path.write_text(json.dumps(cfg))             # JSON is YAML
     assert cli.main(["train", "--config", str(path), "--nproc", "3"]) == 2
     assert "holds 2 partitions" in capsys.readouterr().err
 
 
-def _launch(args) -> subprocess.CompletedProcess:
+def _launch(cfg: dict, tmp_path) -> subprocess.CompletedProcess:
+    """``sarlite train --nproc 2`` on ``cfg`` written to a file, as a user runs it."""
+    path = tmp_path / "config.yaml"
+    path.write_text(json.dumps(cfg))                 # JSON is YAML
     return subprocess.run([sys.executable, "-m", "sarlite.cli", "train", "--nproc", "2",
-                           *args], capture_output=True, text=True, timeout=300)
+                           "--config", str(path)], capture_output=True, text=True,
+                          timeout=300)
+
+
+def _one_error_line(result) -> str:
+    assert result.returncode != 0
+    errors = [line for line in result.stderr.splitlines() if "sarlite train: error" in line]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
 
 
 def test_corrupt_checkpoint_is_reported_once_and_every_worker_fails(tmp_path):
     cfg = _config(tmp_path, train={"epochs": 2, "resume": True})
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "checkpoint.pt").write_bytes(b"not a checkpoint")
-    path = tmp_path / "c.yaml"
-    path.write_text(json.dumps(cfg))
-    result = _launch(["--config", str(path)])
-    assert result.returncode != 0
-    errors = [line for line in result.stderr.splitlines() if "sarlite train: error" in line]
-    assert len(errors) == 1 and "corrupt or unreadable" in errors[0]
+    assert "corrupt or unreadable" in _one_error_line(_launch(cfg, tmp_path))
 
 
 def test_data_dir_without_the_dataset_is_one_clear_error(tmp_path):
     cfg = _config(tmp_path)
     cfg["dataset"] = {"name": "cora", "data_dir": str(tmp_path / "empty")}
     (tmp_path / "empty").mkdir()
-    path = tmp_path / "c.yaml"
-    path.write_text(json.dumps(cfg))
-    result = _launch(["--config", str(path)])
-    assert result.returncode != 0
-    errors = [line for line in result.stderr.splitlines() if "sarlite train: error" in line]
-    assert len(errors) == 1 and "ind.cora" in errors[0]
+    assert "ind.cora" in _one_error_line(_launch(cfg, tmp_path))
 
 
 def test_help_lists_every_config_field():
@@ -171,3 +167,12 @@ def test_help_lists_every_config_field():
     for section, fields in load_config(None).model_dump().items():
         for name in fields:
             assert name in result.stdout, f"{section}.{name} missing from --help"
+
+
+def test_resume_with_a_different_config_is_refused(tmp_path):
+    cfg = _config(tmp_path, train={"epochs": 2, "checkpoint_every": 2})
+    spawn(_run, 2, cfg, timeout=300)
+    cfg["model"]["hidden"] = 32
+    cfg["train"]["resume"] = True
+    message = _one_error_line(_launch(cfg, tmp_path))
+    assert "different dataset, partition, model, optimizer or seed" in message

@@ -34,6 +34,8 @@ class DatasetConfig(_Section):
     num_classes: int = Field(8, ge=2, description="synthetic: number of classes")
     feat_dim: int = Field(64, ge=1, description="synthetic: feature width")
     seed: int = Field(0, description="seed of the synthetic graph / random split")
+    row_normalize: bool = Field(False, description="scale each node's features to sum to "
+                                "1 (the usual preprocessing of Planetoid bag-of-words)")
 
     @model_validator(mode="after")
     def _known(self):

@@ -45,24 +45,33 @@ def check_world_size(cfg: Config, num_parts: int) -> None:
             f"--nproc {meta['num_parts']}, or another partition.cache_dir to repartition")
 
 
-def _make(cfg: Config, num_parts: int) -> Path:
-    out = Path(cfg.partition.cache_dir)
-    config = out / f"{GRAPH_NAME}.json"
-    if existing_partition(cfg) is not None:
-        read_part_config(config)                         # still readable?
-        return config
+def dataset_graph(cfg: Config):
+    """The graph ``cfg.dataset`` describes, with its preprocessing applied."""
     ds = cfg.dataset
     if ds.name.lower() in SYNTHETIC_DATASETS:
         g = load_graph(ds.name, num_nodes=ds.num_nodes, avg_degree=ds.avg_degree,
                        num_classes=ds.num_classes, feat_dim=ds.feat_dim, seed=ds.seed)
     else:
         g = load_graph(ds.name, ds.data_dir, split=ds.split, seed=ds.seed)
+    if ds.row_normalize:
+        feat = g.ndata["feat"]
+        g.ndata["feat"] = feat / feat.sum(1, keepdim=True).clamp(min=1e-12)
+    return g
+
+
+def _make(cfg: Config, num_parts: int) -> Path:
+    out = Path(cfg.partition.cache_dir)
+    config = out / f"{GRAPH_NAME}.json"
+    if existing_partition(cfg) is not None:
+        read_part_config(config)                         # still readable?
+        return config
+    g = dataset_graph(cfg)
     part = cfg.partition
     (out / STAMP).unlink(missing_ok=True)
     partition_graph(g, GRAPH_NAME, num_parts, out, part_method=part.method,
                     balance_ntypes=g.ndata["train_mask"].long() if part.balance_train
                     else None, balance_edges=part.balance_edges, objective=part.objective,
-                    seed=ds.seed)
+                    seed=cfg.dataset.seed)
     (out / STAMP).write_text(json.dumps({"key": partition_key(cfg), "num_parts": num_parts}))
     return config
 
@@ -74,15 +83,17 @@ def prepare_partitions(cfg: Config, rank: int, num_parts: int) -> Path:
     gets rank 0's result, or the same error.
     """
     check_world_size(cfg, num_parts)
-    outcome = [None]
+    outcome, failure = [None], None
     if rank == 0:
         try:
             outcome[0] = ("ok", str(_make(cfg, num_parts)))
-        except (ValueError, FileNotFoundError, OSError) as err:
-            outcome[0] = ("error", f"{type(err).__name__}: {err}")
+        except Exception as err:  # every rank must hear about it, whatever it is
+            outcome[0], failure = ("error", f"{type(err).__name__}: {err}"), err
     if dist.is_initialized():
         dist.broadcast_object_list(outcome, src=0)
     status, value = outcome[0]
+    if failure is not None and not isinstance(failure, (ValueError, OSError)):
+        raise failure                       # a bug: rank 0 shows its traceback
     if status == "error":
         raise ConfigError(f"preparing partitions failed: {value}")
     return Path(value)
