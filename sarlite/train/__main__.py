@@ -36,9 +36,8 @@ def main(argv: list[str] | None = None) -> int:
             NotImplementedError) as err:
         if rank == 0 or isinstance(err, CollectiveError):
             print(f"sarlite train: error (rank {rank}): {err}", file=sys.stderr, flush=True)
-        return 2
-    finally:
-        finalize()
+        return 2                 # exit without teardown: peers may be gone already
+    finalize()
     return 0
 
 

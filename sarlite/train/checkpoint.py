@@ -1,7 +1,6 @@
 """Checkpoints: model, optimizer, epoch, every rank's RNG state and the config hash."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
@@ -65,7 +64,3 @@ def load(out_dir: Path, cfg: Config, model, optimizer, rank: int, world_size: in
     optimizer.load_state_dict(payload["optimizer"])
     torch.set_rng_state(payload["rng"][rank])
     return payload["epoch"], payload["best"]
-
-
-def exists(out_dir: Path) -> bool:
-    return os.path.isfile(out_dir / FILE)

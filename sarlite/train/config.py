@@ -36,6 +36,8 @@ class DatasetConfig(_Section):
     seed: int = Field(0, description="seed of the synthetic graph / random split")
     row_normalize: bool = Field(False, description="scale each node's features to sum to "
                                 "1 (the usual preprocessing of Planetoid bag-of-words)")
+    self_loops: bool = Field(False, description="add one self-loop per node (GCN's A + I "
+                             "renormalisation)")
 
     @model_validator(mode="after")
     def _known(self):

@@ -5,6 +5,8 @@ import hashlib
 import json
 from pathlib import Path
 
+import dgl
+
 import torch.distributed as dist
 
 from ..data import SYNTHETIC_DATASETS, load_graph
@@ -56,6 +58,8 @@ def dataset_graph(cfg: Config):
     if ds.row_normalize:
         feat = g.ndata["feat"]
         g.ndata["feat"] = feat / feat.sum(1, keepdim=True).clamp(min=1e-12)
+    if ds.self_loops:
+        g = dgl.add_self_loop(dgl.remove_self_loop(g))
     return g
 
 
