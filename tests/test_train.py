@@ -176,3 +176,15 @@ def test_resume_with_a_different_config_is_refused(tmp_path):
     cfg["train"]["resume"] = True
     message = _one_error_line(_launch(cfg, tmp_path))
     assert "different dataset, partition, model, optimizer or seed" in message
+
+
+def test_label_only_layers_train_exactly_like_the_full_graph(tmp_path):
+    full = _config(tmp_path / "full", model={"type": "sage", "layers": 2})
+    label_only = _config(tmp_path / "mfg", model={"type": "sage", "layers": 2,
+                                                   "label_only": True})
+    for cfg in (full, label_only):
+        spawn(_run, 2, cfg, timeout=300)
+    a, b = _metrics(tmp_path / "full" / "run"), _metrics(tmp_path / "mfg" / "run")
+    torch.testing.assert_close(torch.tensor([r["loss"] for r in b]),
+                               torch.tensor([r["loss"] for r in a]), rtol=1e-5, atol=1e-6)
+    assert [r["val_acc"] for r in b] == [r["val_acc"] for r in a]
