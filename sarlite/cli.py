@@ -42,11 +42,9 @@ def _add_dataset_args(parser: argparse.ArgumentParser) -> None:
 
 def load_dataset_from_args(args: argparse.Namespace):
     """The graph named by the dataset options of ``args``."""
-    if args.dataset.lower() in data.SYNTHETIC_DATASETS:
-        return data.load_graph(args.dataset, num_nodes=args.num_nodes,
-                               avg_degree=args.avg_degree, num_classes=args.num_classes,
-                               feat_dim=args.feat_dim, seed=args.seed)
-    return data.load_graph(args.dataset, args.data_dir, split=args.split, seed=args.seed)
+    return data.load_graph(args.dataset, args.data_dir, split=args.split, seed=args.seed,
+                           num_nodes=args.num_nodes, avg_degree=args.avg_degree,
+                           num_classes=args.num_classes, feat_dim=args.feat_dim)
 
 
 def _partition(args: argparse.Namespace) -> None:

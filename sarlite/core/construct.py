@@ -11,6 +11,26 @@ from .partition_data import PartitionData
 from .shards import build_shards, global_out_degrees
 
 
+def _settings(data: PartitionData, mode, pipeline_depth) -> tuple[str, int]:
+    """Checked mode and pipeline depth (defaults from ``Config``); one-time set-up."""
+    mode = check_mode(Config.mode if mode is None else mode)
+    depth = check_depth(Config.pipeline_depth if pipeline_depth is None else pipeline_depth)
+    if world_size() != data.num_parts:
+        raise ValueError(f"world size {world_size()} does not match the {data.num_parts} "
+                         f"partitions: launch one worker per partition")
+    install_edge_softmax()
+    return mode, depth
+
+
+def _owned_in_degrees(data: PartitionData) -> torch.Tensor:
+    """``(num_owned,)`` in-degree of every owned node (all its in-edges are owned)."""
+    lo, _ = data.owned_range
+    degrees = torch.zeros(data.num_owned_nodes, dtype=torch.int64)
+    for edges in data.shards:
+        degrees.index_add_(0, edges.dst - lo, torch.ones_like(edges.dst))
+    return degrees
+
+
 def construct_full_graph(data: PartitionData, mode: str | None = None,
                          pipeline_depth: int | None = None, device=None):
     """The full graph of this worker: a :class:`GraphShardManager`.
@@ -28,21 +48,14 @@ def construct_full_graph(data: PartitionData, mode: str | None = None,
     ValueError
         The world size differs from the number of partitions, or an unknown mode.
     """
-    mode = check_mode(Config.mode if mode is None else mode)
-    depth = check_depth(Config.pipeline_depth if pipeline_depth is None else pipeline_depth)
-    if world_size() != data.num_parts:
-        raise ValueError(f"world size {world_size()} does not match the {data.num_parts} "
-                         f"partitions: launch one worker per partition")
+    mode, depth = _settings(data, mode, pipeline_depth)
     device = torch.device(device) if device is not None else torch.device("cpu")
     lo, hi = data.owned_range
     shards, plan = build_shards([(e.src, e.dst - lo) for e in data.shards],
                                 data.node_ranges, hi - lo,
                                 lambda requested: (requested, hi - lo), device)
     out_degrees = global_out_degrees([e.src for e in data.shards], data.node_ranges)
-    in_degrees = torch.zeros(hi - lo, dtype=torch.int64)
-    for edges in data.shards:
-        in_degrees.index_add_(0, edges.dst - lo, torch.ones_like(edges.dst))
-    install_edge_softmax()
+    in_degrees = _owned_in_degrees(data)
     manager = GraphShardManager(
         shards, plan, hi - lo, hi - lo, in_degrees.to(device), out_degrees.to(device),
         {k: v.to(device) for k, v in data.edge_features.items()},
@@ -81,11 +94,7 @@ def construct_mfgs(data: PartitionData, seed_nodes, num_layers: int,
     Collective: **every rank must call it**, including ranks with no seeds (2 exchanges per
     layer).
     """
-    mode = check_mode(Config.mode if mode is None else mode)
-    depth = check_depth(Config.pipeline_depth if pipeline_depth is None else pipeline_depth)
-    if world_size() != data.num_parts:
-        raise ValueError(f"world size {world_size()} does not match the {data.num_parts} "
-                         f"partitions: launch one worker per partition")
+    mode, depth = _settings(data, mode, pipeline_depth)
     if not isinstance(num_layers, int) or num_layers < 1:
         raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
     lo, hi = data.owned_range
@@ -96,10 +105,7 @@ def construct_mfgs(data: PartitionData, seed_nodes, num_layers: int,
                          f"[{int(seeds[0])}, {int(seeds[-1])}]")
     device = torch.device(device) if device is not None else torch.device("cpu")
     out_degrees = global_out_degrees([e.src for e in data.shards], data.node_ranges)
-    in_degrees = torch.zeros(num_owned, dtype=torch.int64)
-    for edges in data.shards:
-        in_degrees.index_add_(0, edges.dst - lo, torch.ones_like(edges.dst))
-    install_edge_softmax()
+    in_degrees = _owned_in_degrees(data)
 
     blocks, outputs = [], seeds
     for _ in range(num_layers):                       # last layer first

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 import dgl
 import torch
+from dgl.ops import edge_softmax as dgl_edge_softmax
 
 from ..partition.book import DEFAULT_ETYPE, DEFAULT_NTYPE
 
@@ -163,5 +164,4 @@ class DistributedGraph:
             self._softmax_graph = dgl.graph((self._edge_dst, self._edge_dst),
                                             num_nodes=self.num_dst_nodes(),
                                             device=self._edge_dst.device)
-        from .edge_softmax import dgl_edge_softmax
         return dgl_edge_softmax(self._softmax_graph, logits)

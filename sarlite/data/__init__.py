@@ -12,13 +12,15 @@ SYNTHETIC_DATASETS = {"synthetic": homophilous_graph, "powerlaw": powerlaw_graph
 DATASETS = tuple(sorted(SYNTHETIC_DATASETS)) + tuple(REAL_DATASETS)
 
 
-def load_graph(name: str, data_dir: str | os.PathLike | None = None,
-               **params) -> dgl.DGLGraph:
+def load_graph(name: str, data_dir: str | os.PathLike | None = None, split: int = 0,
+               seed: int = 0, **sizes) -> dgl.DGLGraph:
     """Load a dataset by name.
 
-    ``"synthetic"`` (the homophilous default) and ``"powerlaw"`` are generated from
-    ``params`` (their generators' keyword arguments); every other name is a real dataset read
-    from ``data_dir`` (``params`` may hold ``split`` and ``seed``).
+    ``"synthetic"`` (the homophilous default) and ``"powerlaw"`` are generated with ``seed``
+    and the size keywords in ``sizes`` (``num_nodes``, ``avg_degree``, ``num_classes``,
+    ``feat_dim``, ...); every other name is a real dataset read from ``data_dir``, with
+    ``split`` (heterophilous sets) and ``seed`` (random splits). Size keywords are ignored
+    for real datasets.
 
     Raises
     ------
@@ -27,13 +29,13 @@ def load_graph(name: str, data_dir: str | os.PathLike | None = None,
     """
     key = name.lower()
     if key in SYNTHETIC_DATASETS:
-        return SYNTHETIC_DATASETS[key](**params)
+        return SYNTHETIC_DATASETS[key](seed=seed, **sizes)
     if key not in REAL_DATASETS:
         raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
     if data_dir is None:
         raise ValueError(f"dataset {name!r} is read from disk: give its directory "
                          f"(--data-dir / data_dir), e.g. the shared/data folder")
-    return load_dataset(key, data_dir, **params)
+    return load_dataset(key, data_dir, split=split, seed=seed)
 
 
 __all__ = ["DATASETS", "REAL_DATASETS", "SYNTHETIC_DATASETS", "homophilous_graph",

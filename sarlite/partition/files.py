@@ -91,11 +91,15 @@ def read_part_config(part_config: str | os.PathLike) -> dict:
     return meta
 
 
-def _part_files(part_config: str | os.PathLike, meta: dict, part_id: int) -> dict:
+def _check_part_id(part_config, meta: dict, part_id) -> None:
     num_parts = meta["num_parts"]
     if not isinstance(part_id, int) or not 0 <= part_id < num_parts:
         raise ValueError(f"part_id {part_id!r} is out of range: {part_config} has "
                          f"{num_parts} partitions (0..{num_parts - 1})")
+
+
+def _part_files(part_config: str | os.PathLike, meta: dict, part_id: int) -> dict:
+    _check_part_id(part_config, meta, part_id)
     entry = meta.get(f"part-{part_id}")
     keys = ("part_graph", "node_feats", "edge_feats")
     if not isinstance(entry, dict) or any(key not in entry for key in keys):
@@ -119,14 +123,11 @@ def load_partition_book(part_config: str | os.PathLike, part_id: int):
         The book, the graph name, ``{ntype: id}`` and ``{canonical etype string: id}``.
     """
     meta = read_part_config(part_config)
-    num_parts = meta["num_parts"]
-    if not isinstance(part_id, int) or not 0 <= part_id < num_parts:
-        raise ValueError(f"part_id {part_id!r} is out of range: {part_config} has "
-                         f"{num_parts} partitions (0..{num_parts - 1})")
+    _check_part_id(part_config, meta, part_id)
     ntypes = meta.get("ntypes", {DEFAULT_NTYPE: 0})
     etypes = meta.get("etypes", {DEFAULT_ETYPE_STR: 0})
     try:
-        book = RangePartitionBook(part_id, num_parts, meta["node_map"], meta["edge_map"],
+        book = RangePartitionBook(part_id, meta["num_parts"], meta["node_map"], meta["edge_map"],
                                   ntypes, etypes)
     except ValueError as err:
         raise ValueError(f"partition config {part_config}: {err}") from err

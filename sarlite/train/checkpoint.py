@@ -14,8 +14,7 @@ FILE = "checkpoint.pt"
 
 def trajectory_hash(cfg: Config) -> str:
     """Hash of everything that shapes the training trajectory (not epochs or output)."""
-    data = cfg.model_dump()
-    return cfg.digest("dataset", "partition", "model", "optim") + str(data["train"]["seed"])
+    return cfg.digest("dataset", "partition", "model", "optim") + str(cfg.train.seed)
 
 
 def save(out_dir: Path, cfg: Config, epoch: int, model, optimizer, best: dict,

@@ -9,7 +9,7 @@ import dgl
 
 import torch.distributed as dist
 
-from ..data import SYNTHETIC_DATASETS, load_graph
+from ..data import load_graph
 from ..partition import partition_graph, read_part_config
 from .config import Config, ConfigError
 
@@ -50,11 +50,9 @@ def check_world_size(cfg: Config, num_parts: int) -> None:
 def dataset_graph(cfg: Config):
     """The graph ``cfg.dataset`` describes, with its preprocessing applied."""
     ds = cfg.dataset
-    if ds.name.lower() in SYNTHETIC_DATASETS:
-        g = load_graph(ds.name, num_nodes=ds.num_nodes, avg_degree=ds.avg_degree,
-                       num_classes=ds.num_classes, feat_dim=ds.feat_dim, seed=ds.seed)
-    else:
-        g = load_graph(ds.name, ds.data_dir, split=ds.split, seed=ds.seed)
+    g = load_graph(ds.name, ds.data_dir, split=ds.split, seed=ds.seed,
+                   num_nodes=ds.num_nodes, avg_degree=ds.avg_degree,
+                   num_classes=ds.num_classes, feat_dim=ds.feat_dim)
     if ds.row_normalize:
         feat = g.ndata["feat"]
         g.ndata["feat"] = feat / feat.sum(1, keepdim=True).clamp(min=1e-12)
