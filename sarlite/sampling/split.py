@@ -1,0 +1,128 @@
+"""``node_split`` / ``edge_split``: the share of a boolean mask that one rank trains on.
+
+As in DGL, ``force_even=False`` gives each rank the masked ids its partition owns, and
+``force_even=True`` gives every rank the same number of ids (up to one). sarlite's even
+split keeps as many owned ids local as any even split can: rank ``r`` keeps
+``min(owned_r, quota_r)`` of its own masked ids (the lowest), the remaining ids of
+over-full ranks are pooled in ascending order and handed out, in rank order, to the ranks
+still short of their quota. The larger quotas (``count // P + 1``) go to the ranks owning
+the most masked ids. Every rank computes the same assignment from the whole mask, so no
+communication is needed for a plain tensor mask.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..comm.context import rank as current_rank
+from ..partition import RangePartitionBook
+
+
+def _mask_values(mask, partition_book: RangePartitionBook | None, what: str
+                 ) -> tuple[torch.Tensor, RangePartitionBook]:
+    """The whole mask as a bool tensor, and the partition book to split it with."""
+    if hasattr(mask, "part_policy"):            # a DistTensor: pull every row (collective)
+        book = partition_book or mask.part_policy.partition_book
+        values = mask[torch.arange(mask.shape[0])]
+    else:
+        if partition_book is None:
+            raise ValueError(f"{what}_split of a plain tensor needs a partition_book "
+                             f"(only a DistTensor mask carries its own)")
+        book = partition_book
+        values = mask if isinstance(mask, torch.Tensor) else torch.as_tensor(np.asarray(mask))
+    if values.dim() != 1 or values.dtype.is_floating_point or values.is_complex():
+        raise TypeError(f"{what}_split needs a 1-D boolean (or 0/1 integer) mask, got "
+                        f"dtype {values.dtype} and shape {tuple(values.shape)}")
+    return values.cpu() != 0, book
+
+
+def _even_quotas(owned_counts: torch.Tensor) -> torch.Tensor:
+    """``(P,)`` ids per rank: ``total // P``, plus one for the ``total % P`` ranks that own
+    the most ids (lower rank first on ties)."""
+    parts = owned_counts.numel()
+    total = int(owned_counts.sum())
+    quotas = torch.full((parts,), total // parts, dtype=torch.int64)
+    order = torch.sort(-owned_counts, stable=True).indices
+    quotas[order[:total % parts]] += 1
+    return quotas
+
+
+def _split(mask: torch.Tensor, ranges: torch.Tensor, part: int, force_even: bool
+           ) -> torch.Tensor:
+    owned = [mask[lo:hi].nonzero().squeeze(1) + lo for lo, hi in ranges.tolist()]
+    if not force_even:
+        return owned[part]
+    counts = torch.tensor([ids.numel() for ids in owned], dtype=torch.int64)
+    quotas = _even_quotas(counts)
+    kept = torch.minimum(counts, quotas)
+    pool = torch.cat([ids[k:] for ids, k in zip(owned, kept.tolist())])
+    short = (quotas - kept).tolist()
+    start = sum(short[:part])
+    return torch.cat([owned[part][:int(kept[part])], pool[start:start + short[part]]])
+
+
+def _check_rank(rank: int | None, book: RangePartitionBook) -> int:
+    rank = current_rank() if rank is None else rank
+    if not isinstance(rank, int) or not 0 <= rank < book.num_partitions():
+        raise ValueError(f"rank {rank!r} is out of range: the partition book has "
+                         f"{book.num_partitions()} partitions (one rank per partition)")
+    return rank
+
+
+def node_split(nodes, partition_book: RangePartitionBook | None = None,
+               rank: int | None = None, force_even: bool = True) -> torch.Tensor:
+    """The global node ids of ``nodes``' true entries that rank ``rank`` should process.
+
+    Parameters
+    ----------
+    nodes:
+        ``(num_nodes,)`` boolean (or 0/1 integer) mask over **all** node ids: a tensor,
+        numpy array or a ``DistTensor`` (whose rows are then pulled: a collective that
+        every rank must call).
+    partition_book:
+        The graph's partition book; optional only for a ``DistTensor`` mask.
+    rank:
+        Whose share to return (default: this process's rank); one rank per partition.
+    force_even:
+        ``True``: every rank gets ``count // P`` or ``count // P + 1`` ids, as many of
+        them owned by the rank as possible (see the module docstring). ``False``: the
+        masked ids the rank's partition owns.
+
+    Returns
+    -------
+    torch.Tensor
+        int64 ids; over all ranks they are exactly the masked ids, each once. Empty for an
+        all-false mask.
+
+    Raises
+    ------
+    ValueError
+        No partition book for a plain tensor, a mask whose length is not the number of
+        nodes, or a rank outside the partitions.
+    TypeError
+        A float or multi-dimensional mask.
+    """
+    mask, book = _mask_values(nodes, partition_book, "node")
+    if mask.numel() != book._num_nodes():
+        raise ValueError(f"node_split: the mask has {mask.numel()} entries but the graph "
+                         f"has {book._num_nodes()} nodes")
+    return _split(mask, book.node_ranges, _check_rank(rank, book), force_even)
+
+
+def edge_split(edges, partition_book: RangePartitionBook | None = None,
+               rank: int | None = None, force_even: bool = True) -> torch.Tensor:
+    """The global edge ids of ``edges``' true entries that rank ``rank`` should process.
+
+    Same as :func:`node_split` over edge ids: ``edges`` is a ``(num_edges,)`` mask and an
+    edge is owned by its destination's partition.
+
+    Raises
+    ------
+    ValueError, TypeError
+        As :func:`node_split`, for the number of edges.
+    """
+    mask, book = _mask_values(edges, partition_book, "edge")
+    if mask.numel() != book._num_edges():
+        raise ValueError(f"edge_split: the mask has {mask.numel()} entries but the graph "
+                         f"has {book._num_edges()} edges")
+    return _split(mask, book.edge_ranges, _check_rank(rank, book), force_even)
