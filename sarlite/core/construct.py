@@ -59,7 +59,8 @@ def construct_full_graph(data: PartitionData, mode: str | None = None,
     manager = GraphShardManager(
         shards, plan, hi - lo, hi - lo, in_degrees.to(device), out_degrees.to(device),
         {k: v.to(device) for k, v in data.edge_features.items()},
-        mode="sar" if mode == "one-shot" else mode, pipeline_depth=depth)
+        mode="sar" if mode == "one-shot" else mode, pipeline_depth=depth,
+        node_ranges=data.node_ranges, edge_ids=torch.cat([e.eids for e in data.shards]))
     return manager.get_full_partition_graph() if mode == "one-shot" else manager
 
 

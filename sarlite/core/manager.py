@@ -1,6 +1,7 @@
 """GraphShardManager: a DGLGraph stand-in that passes messages shard by shard."""
 from __future__ import annotations
 
+import dgl
 import torch
 
 from .config import check_depth, check_mode
@@ -36,7 +37,8 @@ class GraphShardManager(DistributedGraph):
     def __init__(self, shards: list[GraphShard], plan: RingPlan, num_src: int, num_dst: int,
                  in_degrees: torch.Tensor, out_degrees: torch.Tensor,
                  edata: dict[str, torch.Tensor], mode: str = "sar", pipeline_depth: int = 1,
-                 is_block: bool = False):
+                 is_block: bool = False, node_ranges: torch.Tensor | None = None,
+                 edge_ids: torch.Tensor | None = None):
         edge_dst = torch.cat([s.block.edges()[1] for s in shards]) if shards else \
             torch.zeros(0, dtype=torch.int64)
         super().__init__(num_src, num_dst, in_degrees, out_degrees, edge_dst, edata,
@@ -45,10 +47,14 @@ class GraphShardManager(DistributedGraph):
         self.plan = plan
         self.mode = check_mode(mode)
         self.pipeline_depth = check_depth(pipeline_depth)
+        self._node_ranges = node_ranges
+        self._edge_ids = edge_ids
+        self._sampling_graph = None
 
     def _to(self, device) -> None:
         self.shards = [shard.to(device) for shard in self.shards]
         self.plan = self.plan.to(device)
+        self._sampling_graph = None
 
     def _fields(self, func):
         return message_inputs(func, self.srcdata.keys(), self.dstdata.keys(),
@@ -96,6 +102,42 @@ class GraphShardManager(DistributedGraph):
         outputs = self._run(op, params)
         for name, value in zip(op.out_names, outputs):
             self.edata[name] = value
+
+    @property
+    def sampling_graph(self) -> dgl.DGLGraph:
+        """A non-compacted graph of the owned edges for sampling, over global node ids.
+
+        It has every node of the whole graph (``num_nodes`` = the global count, so its
+        node ids are the global ids) and the owned edges, i.e. all in-edges of the owned
+        nodes, in shard order (the order of ``edata``), with ``edata[dgl.EID]`` their
+        global edge ids. Sampling in-edges of owned nodes on it is exact; message passing
+        on it needs a feature row for every node of the graph, so it is for sampling only.
+        Built once, then cached; not a collective.
+
+        Raises
+        ------
+        RuntimeError
+            On a message-flow graph, a manager built without global ids (use
+            :func:`sarlite.construct_full_graph`), or one whose shards were deleted.
+        """
+        if self._sampling_graph is None:
+            if self.is_block or self._node_ranges is None or not self.shards:
+                raise RuntimeError("sampling_graph needs a full graph from "
+                                   "sarlite.construct_full_graph that still holds its "
+                                   "shards (not a message-flow graph, nor one emptied by "
+                                   "get_full_partition_graph)")
+            me = self.plan.me
+            src, dst = [], []
+            for shard in self.shards:
+                block_src, block_dst = shard.block.edges()
+                rows = block_src if shard.src_part == me else shard.rows[block_src]
+                src.append(rows + self._node_ranges[shard.src_part, 0])
+                dst.append(block_dst + self._node_ranges[me, 0])
+            graph = dgl.graph((torch.cat(src), torch.cat(dst)),
+                              num_nodes=int(self._node_ranges[-1, 1]))
+            graph.edata[dgl.EID] = self._edge_ids.to(graph.device)
+            self._sampling_graph = graph
+        return self._sampling_graph
 
     def get_full_partition_graph(self, delete_shard_data: bool = True):
         """All owned in-edges as one :class:`DistributedBlock` (one-shot mode).
