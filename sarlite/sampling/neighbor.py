@@ -1,0 +1,160 @@
+"""Distributed neighbour sampling and in-subgraphs over a partitioned graph.
+
+The graph ``g`` is a :class:`sarlite.sampling.DistGraph` (anything with
+``local_partition``, ``get_partition_book()``, ``num_nodes()`` and, for ``prob``,
+``edata``). Seeds travel to the ranks that own them; each owner samples on its local
+partition graph, which holds every in-edge of its nodes and (as ``sarlite.partition_graph``
+writes it, ``num_hops >= 1``) every out-edge of its nodes to the halo; the sampled edges
+travel back as global ``(src, dst, eid)`` triples.
+
+Sampling uses DGL's own kernel (``dgl.sampling.sample_neighbors``) on the local partition,
+so it draws from DGL's random generator: ``dgl.seed(s)`` on every rank makes the results
+reproducible.
+"""
+from __future__ import annotations
+
+import dgl
+import torch
+
+from ..partition.book import as_id_tensor
+from .routing import ask_owners
+
+EDGE_DIRS = ("in", "out")
+
+
+def check_fanout(fanout) -> None:
+    """Raise ``ValueError`` unless ``fanout`` is an integer >= -1 (-1: all neighbours)."""
+    if not isinstance(fanout, int) or isinstance(fanout, bool) or fanout < -1:
+        raise ValueError(f"fanout must be an integer >= -1 (-1: all neighbours), got "
+                         f"{fanout!r}")
+
+
+def _seed_ids(g, seeds) -> torch.Tensor:
+    ids = torch.unique(as_id_tensor(seeds))
+    num_nodes = g.num_nodes()
+    if ids.numel() and (int(ids[0]) < 0 or int(ids[-1]) >= num_nodes):
+        raise ValueError(f"seed node ids must be in [0, {num_nodes}), got values in "
+                         f"[{int(ids[0])}, {int(ids[-1])}]")
+    return ids
+
+
+def _candidate_probs(g, part: dgl.DGLGraph, local_seeds: torch.Tensor, edge_dir: str,
+                     prob: str) -> torch.Tensor:
+    """``(num_local_edges,)`` float32: ``prob`` of the seeds' candidate edges, 0 elsewhere.
+
+    Pulls the values by global edge id from ``g.edata[prob]`` (collective: every rank
+    calls it, also with no seeds)."""
+    if local_seeds.numel():
+        local_eids = (part.in_edges(local_seeds, form="eid") if edge_dir == "in"
+                      else part.out_edges(local_seeds, form="eid"))
+    else:
+        local_eids = torch.zeros(0, dtype=torch.int64)
+    values = g.edata[prob][part.edata[dgl.EID][local_eids]]
+    if values.dim() > 2 or (values.dim() == 2 and values.shape[1] != 1):
+        raise ValueError(f"prob feature {prob!r} must hold one value per edge, got rows of "
+                         f"shape {tuple(values.shape[1:])}")
+    values = values.reshape(-1).float()
+    if values.numel() and bool((values < 0).any()):
+        raise ValueError(f"prob feature {prob!r} has negative values")
+    out = torch.zeros(part.num_edges(), dtype=torch.float32)
+    out[local_eids] = values
+    return out
+
+
+def _sample_owned(g, requests: list[torch.Tensor], fanout: int, edge_dir: str,
+                  prob: str | None, replace: bool) -> list[torch.Tensor]:
+    """Answer every rank's seeds from the local partition: ``(E_k, 3)`` global
+    ``(src, dst, eid)`` rows for rank ``k``. Collective when ``prob`` is given."""
+    part = g.local_partition
+    lo = int(g.get_partition_book().node_ranges[g.get_partition_book().partid, 0])
+    seeds = torch.unique(torch.cat(requests))
+    local_seeds = seeds - lo                 # owned nodes come first, in global id order
+    with part.local_scope():
+        prob_name = None
+        if prob is not None:
+            part.edata["_sarlite_prob"] = _candidate_probs(g, part, local_seeds, edge_dir,
+                                                           prob)
+            prob_name = "_sarlite_prob"
+        if local_seeds.numel():
+            frontier = dgl.sampling.sample_neighbors(
+                part, local_seeds, fanout, edge_dir=edge_dir, prob=prob_name,
+                replace=replace, copy_ndata=False)
+            src, dst = frontier.edges()
+            local_eids = frontier.edata[dgl.EID]      # ids in the partition graph
+        else:
+            src = dst = local_eids = torch.zeros(0, dtype=torch.int64)
+    nid = part.ndata[dgl.NID]
+    rows = torch.stack([nid[src], nid[dst], part.edata[dgl.EID][local_eids]], 1)
+    seed_end = rows[:, 1] if edge_dir == "in" else rows[:, 0]
+    return [rows[torch.isin(seed_end, asked)] for asked in requests]
+
+
+def _gather_edges(g, seeds, fanout: int, edge_dir: str, prob: str | None,
+                  replace: bool, kind: str) -> dgl.DGLGraph:
+    check_fanout(fanout)
+    if edge_dir not in EDGE_DIRS:
+        raise ValueError(f"edge_dir must be 'in' or 'out', got {edge_dir!r}")
+    ids = _seed_ids(g, seeds)
+    owners = g.get_partition_book().nid2partid(ids)
+    answers = ask_owners(ids, owners, lambda requests: _sample_owned(
+        g, requests, fanout, edge_dir, prob, replace), kind=kind)
+    rows = torch.cat(answers)
+    frontier = dgl.graph((rows[:, 0], rows[:, 1]), num_nodes=g.num_nodes())
+    frontier.edata[dgl.EID] = rows[:, 2]
+    return frontier
+
+
+def sample_neighbors(g, seeds, fanout: int, edge_dir: str = "in", prob: str | None = None,
+                     replace: bool = False) -> dgl.DGLGraph:
+    """Sample up to ``fanout`` in- (or out-) edges of every seed node, across partitions.
+
+    Parameters
+    ----------
+    g:
+        The :class:`~sarlite.sampling.DistGraph`.
+    seeds:
+        Global node ids (tensor, array or list; duplicates are sampled once); may be empty.
+    fanout:
+        Edges to pick per seed; ``-1`` picks all of them.
+    edge_dir:
+        ``"in"``: edges into the seeds; ``"out"``: edges out of them.
+    prob:
+        Name of an edge feature in ``g.edata`` with one non-negative (or boolean) value
+        per edge: the unnormalised chance of picking the edge; 0 never picks it.
+    replace:
+        Sample with replacement (then every seed with a candidate gets ``fanout`` edges).
+
+    Returns
+    -------
+    dgl.DGLGraph
+        A graph over all ``g.num_nodes()`` global node ids holding the sampled edges,
+        with ``edata[dgl.EID]`` their global edge ids (as DGL's distributed sampler).
+        Without replacement a seed gets ``min(fanout, degree)`` distinct edges; a seed
+        without candidates gets none.
+
+    Collective and blocking: every rank must call it, in the same order and with the same
+    ``fanout``, ``edge_dir``, ``prob`` and ``replace``, also with no seeds (two row
+    exchanges, plus a pull of ``prob`` values when given).
+
+    Raises
+    ------
+    ValueError
+        Seed ids outside the graph, a bad ``fanout`` or ``edge_dir``, or a ``prob``
+        feature with negative values or more than one value per edge.
+    """
+    return _gather_edges(g, seeds, fanout, edge_dir, prob, replace, kind="sample_neighbors")
+
+
+def in_subgraph(g, nodes) -> dgl.DGLGraph:
+    """All in-edges of ``nodes`` (global ids), as DGL's ``dgl.distributed.in_subgraph``.
+
+    Returns a graph over all ``g.num_nodes()`` global node ids with ``edata[dgl.EID]``
+    the global edge ids. Collective and blocking: every rank must call it, in the same
+    order, also with no nodes.
+
+    Raises
+    ------
+    ValueError
+        Node ids outside the graph.
+    """
+    return _gather_edges(g, nodes, -1, "in", None, False, kind="in_subgraph")
