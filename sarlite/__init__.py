@@ -12,12 +12,28 @@ from .core import (Config, DistributedBatchNorm1d, DistributedBlock,  # noqa: E4
 from .partition import (EdgePartitionPolicy, NodePartitionPolicy,  # noqa: E402
                         PartitionReport, RangePartitionBook, load_partition,
                         load_partition_book, partition_graph, partition_report)
+from .kv import (DistEmbedding, DistTensor, KVStore, SparseAdagrad,  # noqa: E402
+                 SparseAdam)
+from .sampling import DistGraph  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["Config", "DistributedBatchNorm1d", "DistributedBlock", "EdgePartitionPolicy",
-           "GraphShardManager", "NodePartitionPolicy", "PartitionData", "PartitionReport",
-           "RangePartitionBook", "all_reduce_gradients", "construct_full_graph", "construct_mfgs",
-           "edge_softmax", "finalize", "init", "install_edge_softmax", "load_partition",
-           "load_partition_book", "load_partition_data", "message_has_parameters",
-           "partition_graph", "partition_report", "sync_params", "uninstall_edge_softmax"]
+
+def initialize(ip_config: str | None = None, backend: str | None = None,
+               timeout: float | None = None, device: str | None = None) -> tuple[int, int]:
+    """``dgl.distributed.initialize`` spelled for sarlite: the same as :func:`init`.
+
+    ``ip_config`` is accepted so that DGL scripts run unchanged, and ignored: torchrun's
+    environment describes the process group. Collective; see :func:`init`.
+    """
+    return init(backend=backend, timeout=timeout, device=device)
+
+
+__all__ = ["Config", "DistEmbedding", "DistGraph", "DistTensor", "DistributedBatchNorm1d",
+           "DistributedBlock", "EdgePartitionPolicy", "GraphShardManager", "KVStore",
+           "NodePartitionPolicy", "PartitionData", "PartitionReport", "RangePartitionBook",
+           "SparseAdagrad", "SparseAdam", "all_reduce_gradients", "construct_full_graph",
+           "construct_mfgs", "edge_softmax", "finalize", "init", "initialize",
+           "install_edge_softmax", "load_partition", "load_partition_book", "load_partition_data",
+           "message_has_parameters", "partition_graph", "partition_report", "sync_params",
+           "uninstall_edge_softmax"]

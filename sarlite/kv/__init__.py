@@ -1,0 +1,16 @@
+"""The key-value layer: row-sharded tensors, embeddings and their sparse optimizers.
+
+Every process is a torchrun worker that owns one partition and stores the rows of every
+tensor that its partition owns; reads and writes by global id are collectives over
+``torch.distributed`` (no servers, no RPC). See :mod:`sarlite.kv.store` for how the
+default store is set up.
+"""
+from .checkpoint import load_dist_tensors, save_dist_tensors
+from .dist_tensor import DistTensor
+from .embedding import DistEmbedding
+from .optim import SparseAdagrad, SparseAdam, SparseOptimizer
+from .store import KVStore, get_kvstore, init_kvstore
+
+__all__ = ["DistEmbedding", "DistTensor", "KVStore", "SparseAdagrad", "SparseAdam",
+           "SparseOptimizer", "get_kvstore", "init_kvstore", "load_dist_tensors",
+           "save_dist_tensors"]

@@ -1,0 +1,124 @@
+"""Saving DistTensors so that any number of ranks can load them.
+
+A checkpoint directory holds, per tensor, one file per saving rank with that rank's rows
+(``tensor<i>.part<r>.pt``, rows ``[start, end)`` of the global order) and one
+``tensors.json`` naming each tensor's shape, dtype and the id range of every file.
+Together the files are the tensor in global id order, so a loading rank reads only the
+files that overlap the ids it owns, whatever the number of ranks was when it was saved.
+Re-sharding keeps global ids: loading with a partition book of a different partitioning
+(different reshuffled ids) would put rows on the wrong ids, and is refused only when the
+shapes differ.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Mapping
+
+import torch
+
+from ..comm import rank, world_size
+from ..partition.files import atomic_write, write_json
+from .dist_tensor import DistTensor
+from .protocol import agree
+from .routing import policy_ranges
+
+INDEX = "tensors.json"
+
+
+def save_dist_tensors(path: str | os.PathLike, tensors: Mapping[str, DistTensor],
+                      meta: dict | None = None) -> None:
+    """Save ``tensors`` (``{key: DistTensor}``) and the JSON-serialisable ``meta`` to the
+    directory ``path`` (created if needed; existing files are replaced).
+
+    Collective and blocking: every rank calls it with the same keys. Each rank writes its
+    own rows, then rank 0 writes the index once all ranks have succeeded.
+
+    Raises
+    ------
+    OSError
+        On a rank that cannot write (the others raise ``CollectiveError``).
+    """
+    path = Path(path)
+    what = f"saving {sorted(tensors)} to {path}"
+    error = None
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        for i, tensor in enumerate(tensors.values()):
+            atomic_write(path / f"tensor{i}.part{rank()}.pt",
+                         lambda tmp, t=tensor: torch.save(t.local_partition, tmp))
+    except OSError as err:
+        error = err
+    agree(what, sorted(tensors), error)
+    error = None
+    if rank() == 0:
+        index = {"world_size": world_size(), "meta": meta or {},
+                 "tensors": {key: {"file": f"tensor{i}", "shape": list(t.shape),
+                                   "dtype": str(t.dtype),
+                                   "ranges": policy_ranges(t.part_policy).tolist()}
+                             for i, (key, t) in enumerate(tensors.items())}}
+        try:
+            write_json(path / INDEX, index)
+        except OSError as err:
+            error = err
+    agree(what, None, error)
+
+
+def load_dist_tensors(path: str | os.PathLike, tensors: Mapping[str, DistTensor],
+                      meta: dict | None = None) -> dict:
+    """Fill ``tensors`` (``{key: DistTensor}``) from a checkpoint written by
+    :func:`save_dist_tensors`, with any number of ranks; return the saved ``meta``.
+
+    Every key must be in the checkpoint with the same shape and dtype, and every item of
+    ``meta`` must equal the saved one. Collective and blocking; when any rank fails, no
+    rank changes any tensor.
+
+    Raises
+    ------
+    FileNotFoundError
+        The index or a needed file is missing.
+    ValueError
+        A key is missing, or a shape, dtype or ``meta`` item differs.
+    CollectiveError
+        Another rank failed.
+    """
+    path = Path(path)
+    staged, saved_meta, error = {}, None, None
+    try:
+        index = json.loads((path / INDEX).read_text())
+        saved_meta = index["meta"]
+        for item, value in (meta or {}).items():
+            if saved_meta.get(item) != value:
+                raise ValueError(f"checkpoint {path} has {item} = {saved_meta.get(item)!r}, "
+                                 f"expected {value!r}")
+        for key, tensor in tensors.items():
+            staged[key] = _read_rows(path, index["tensors"], key, tensor)
+    except FileNotFoundError as err:
+        error = FileNotFoundError(f"checkpoint {path} is incomplete: {err}")
+    except (OSError, ValueError, RuntimeError) as err:
+        error = err
+    agree(f"loading {sorted(tensors)} from {path}", sorted(tensors), error)
+    for key, rows in staged.items():
+        tensors[key].local_partition.copy_(rows)
+    return saved_meta
+
+
+def _read_rows(path: Path, saved: dict, key: str, tensor: DistTensor) -> torch.Tensor:
+    """This rank's rows of ``tensor`` from the saved files that overlap them."""
+    entry = saved.get(key)
+    if entry is None:
+        raise ValueError(f"checkpoint {path} has no tensor {key!r} (it has {sorted(saved)})")
+    if tuple(entry["shape"]) != tensor.shape or entry["dtype"] != str(tensor.dtype):
+        raise ValueError(f"checkpoint {path} has {key!r} with shape {tuple(entry['shape'])} "
+                         f"and dtype {entry['dtype']}, but the tensor has shape "
+                         f"{tensor.shape} and dtype {tensor.dtype}")
+    lo, hi = policy_ranges(tensor.part_policy)[tensor.part_policy.part_id].tolist()
+    rows = torch.empty_like(tensor.local_partition)
+    for part, (start, end) in enumerate(entry["ranges"]):
+        first, last = max(start, lo), min(end, hi)
+        if first < last:
+            saved_rows = torch.load(path / f"{entry['file']}.part{part}.pt", mmap=True,
+                                    weights_only=True)
+            rows[first - lo:last - lo] = saved_rows[first - start:last - start]
+    return rows

@@ -1,0 +1,139 @@
+"""DistTensor: a tensor sharded by rows over the ranks, indexed by global id."""
+from __future__ import annotations
+
+import torch
+
+from .routing import Policy
+from .store import InitFunc, KVStore, get_kvstore
+
+
+class DistTensor:
+    """A tensor whose rows are sharded over the ranks by a node or edge partition policy.
+
+    Rank ``r`` stores the rows of the ids that partition ``r`` owns (a contiguous range).
+    ``t[ids]`` pulls rows by global id and ``t[ids] = v`` pushes them; ``t.scatter_add(ids,
+    v)`` adds to them. There are no servers: all three are **collectives** that every rank
+    calls in the same order, possibly with empty ids, and they block until every rank has
+    joined (failing with :class:`~sarlite.comm.CollectiveError` after the process group's
+    timeout when one does not).
+
+    Parameters
+    ----------
+    shape:
+        Global shape; ``shape[0]`` is the number of nodes or edges of the policy.
+    dtype:
+        A torch dtype.
+    name:
+        Name in the :class:`~sarlite.kv.KVStore`; the store key is
+        ``"<policy_str>:<name>"`` (e.g. ``"node~_N:feat"``), as DGL names graph data.
+        If a tensor of that key exists, this object refers to it (same shape and dtype
+        required). ``None`` creates an anonymous tensor.
+    init_func:
+        Fills this rank's rows: ``init_func(shape, dtype)`` as in DGL, where ``shape`` is
+        the local shard's shape ``(rows owned here, *shape[1:])``, or ``init_func(shape,
+        dtype, ids)``, which also receives the ``(rows owned here,)`` global ids of those
+        rows (handy for values that must not depend on the number of ranks). It must
+        return a tensor of exactly that shape and dtype. Default: zeros.
+    part_policy:
+        A :class:`~sarlite.partition.NodePartitionPolicy` or
+        :class:`~sarlite.partition.EdgePartitionPolicy`. Default: the policy of the
+        default store whose id count equals ``shape[0]``; it is an error when both the
+        node and the edge count match or neither does.
+    persistent:
+        Keep the data in the store when this object is garbage-collected (otherwise the
+        object that created the tensor deletes it then). Anonymous tensors cannot be
+        persistent.
+
+    Creating one is collective: every rank must ask for the same shape, dtype, name and
+    policy, and gets a ``ValueError`` (or, where another rank failed, a
+    ``CollectiveError``) otherwise. The default store is set up by
+    :class:`~sarlite.sampling.DistGraph` or :func:`~sarlite.kv.init_kvstore`; without one
+    the constructor raises ``RuntimeError``.
+
+    Example
+    -------
+    >>> g = sarlite.DistGraph("out/g.json")
+    >>> h = sarlite.DistTensor((g.num_nodes(), 16), torch.float32, "h")
+    >>> h[torch.tensor([0, 5, 5])] = torch.ones(3, 16)   # every rank calls it
+    >>> h[torch.tensor([5])].sum()
+    tensor(16.)
+    """
+
+    def __init__(self, shape, dtype: torch.dtype, name: str | None = None,
+                 init_func: InitFunc | None = None, part_policy: Policy | None = None,
+                 persistent: bool = False):
+        if persistent and name is None:
+            raise ValueError("an anonymous DistTensor cannot be persistent; give it a name")
+        self._store: KVStore = get_kvstore()
+        self._tensor_name = name
+        self._name, self._owner = self._store.open(name, shape, dtype, part_policy,
+                                                   init_func, may_exist=True,
+                                                   prefix_policy=True)
+        self._dtype, self._shape, self._policy = self._store.get_data_meta(self._name)
+        self._persistent = persistent
+
+    def __del__(self):
+        store = getattr(self, "_store", None)
+        if getattr(self, "_owner", False) and not self._persistent and self._name in store:
+            store.delete_data(self._name)
+
+    # -- rows --------------------------------------------------------------------
+    def __getitem__(self, ids) -> torch.Tensor:
+        """Rows ``ids`` (global ids: tensor, list, array or slice), in that order,
+        duplicates allowed: a CPU tensor of shape ``(len(ids), *shape[1:])``.
+        Collective; see :meth:`KVStore.pull <sarlite.kv.KVStore.pull>`."""
+        return self._store.pull(self._name, ids)
+
+    def __setitem__(self, ids, values: torch.Tensor) -> None:
+        """Write ``values[i]`` to row ``ids[i]``; ``values`` must have this tensor's dtype
+        and shape ``(len(ids), *shape[1:])``. Of several writes to one row, the last in
+        (source rank, position) order wins. Collective; see :meth:`KVStore.push
+        <sarlite.kv.KVStore.push>`."""
+        self._store.push(self._name, ids, values)
+
+    def scatter_add(self, ids, values: torch.Tensor) -> None:
+        """Add ``values[i]`` to row ``ids[i]`` (duplicates add up; summed per source rank
+        in position order, then in source rank order). Collective; see
+        :meth:`KVStore.push <sarlite.kv.KVStore.push>`."""
+        self._store.push(self._name, ids, values, accumulate=True)
+
+    # -- metadata ----------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._shape[0]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Global shape."""
+        return self._shape
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._dtype
+
+    @property
+    def name(self) -> str:
+        """The store key, ``"<policy_str>:<name>"``."""
+        return self._name
+
+    @property
+    def tensor_name(self) -> str:
+        """The name given to the constructor (the generated one for anonymous tensors)."""
+        return self._name[len(self._policy.policy_str) + 1:]
+
+    @property
+    def part_policy(self) -> Policy:
+        return self._policy
+
+    @property
+    def kvstore(self) -> KVStore:
+        return self._store
+
+    @property
+    def local_partition(self) -> torch.Tensor:
+        """This rank's shard, shape ``(rows owned here, *shape[1:])``, in ascending global
+        id order. It is the storage itself: writing to it changes the tensor."""
+        return self._store.data_store[self._name]
+
+    def __repr__(self) -> str:
+        return (f"DistTensor(name={self._name!r}, shape={self._shape}, dtype={self._dtype}, "
+                f"part_policy={self._policy.policy_str!r})")

@@ -1,0 +1,129 @@
+"""Rows between the ranks that ask for them and the ranks that own them.
+
+A row-sharded tensor is split by a partition policy: rank ``p`` owns the contiguous id
+range of partition ``p``. Pulling sends each requested id to its owner and brings the row
+back; pushing sends ``(id, row)`` pairs to the owner. Both start with
+:func:`~sarlite.kv.protocol.exchange_ids` (sizes, then the ids with their header) and then
+move the rows with one more ``all_to_all_rows`` (sizes, then the payload). A rank's own
+ids never enter the exchange. Rows travel as raw bytes, so every dtype can be moved
+(gloo itself lacks some, such as int16).
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+from ..comm import all_to_all_rows, rank, world_size
+from ..partition import EdgePartitionPolicy, NodePartitionPolicy
+from ..partition.book import as_id_tensor
+from .protocol import KVCall, exchange_ids
+
+Policy = NodePartitionPolicy | EdgePartitionPolicy
+
+
+def checked_ids(ids, size: int, what: str) -> torch.Tensor:
+    """``ids`` (tensor, array, list, int or slice) as a 1-D int64 tensor in ``[0, size)``.
+
+    Raises
+    ------
+    TypeError
+        The ids are not integers.
+    IndexError
+        An id is outside ``[0, size)``.
+    """
+    if isinstance(ids, slice):
+        return torch.arange(*ids.indices(size), dtype=torch.int64)
+    ids = as_id_tensor(ids).cpu()
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= size):
+        raise IndexError(f"{what}: ids must be in [0, {size}), got values in "
+                         f"[{int(ids.min())}, {int(ids.max())}]")
+    return ids
+
+
+def policy_ranges(policy: Policy) -> torch.Tensor:
+    """``(P, 2)`` int64 ``[start, end)`` of the ids each partition owns under ``policy``."""
+    book = policy.partition_book
+    return book.node_ranges if policy.kind == "node" else book.edge_ranges
+
+
+def _as_bytes(rows: torch.Tensor) -> torch.Tensor:
+    """``(n, *row_shape)`` rows as an ``(n, row_bytes)`` uint8 view (a copy if needed)."""
+    return rows.reshape(rows.shape[0], math.prod(rows.shape[1:])).contiguous() \
+        .view(torch.uint8)
+
+
+def _from_bytes(data: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Undo :func:`_as_bytes` for rows shaped and typed like ``like``."""
+    return data.contiguous().view(like.dtype).reshape((data.shape[0],) + like.shape[1:])
+
+
+def _owner_counts(owner: torch.Tensor) -> list[int]:
+    """How many of the ids with owner ranks ``owner`` each rank owns."""
+    return torch.bincount(owner, minlength=world_size()).tolist()
+
+
+def pull_rows(ids: torch.Tensor, policy: Policy,
+              serve: Callable[[torch.Tensor], torch.Tensor], call: KVCall) -> torch.Tensor:
+    """Rows ``ids`` (``(n,)`` int64, checked) of a sharded tensor, in the caller's order.
+
+    ``serve(local_ids)`` returns the rows of this rank's shard at those local ids, shape
+    ``(k, *row_shape)``, the same ``row_shape`` and dtype on every rank. Duplicates are
+    requested once: the ids are made unique before they are sent, so each owner sends
+    each row once. Collective and blocking: every rank calls it, possibly with no ids.
+    Returns ``(n, *row_shape)``.
+    """
+    me = rank()
+    unique, inverse = torch.unique(ids, sorted=True, return_inverse=True)
+    # sorted ids are already grouped by owner, in rank order
+    chunks = list(unique.split(_owner_counts(policy.to_partid(unique))))
+    mine, chunks[me] = chunks[me], chunks[me][:0]
+    requests = exchange_ids(chunks, call)
+    local = serve(policy.to_local(mine))
+    answers = [_as_bytes(serve(policy.to_local(asked))) for asked in requests]
+    rows = [_from_bytes(got, local) for got in all_to_all_rows(answers, kind=call.kind)]
+    rows[me] = local
+    return torch.cat(rows)[inverse]
+
+
+def push_rows(ids: torch.Tensor, values: torch.Tensor, policy: Policy,
+              call: KVCall) -> tuple[torch.Tensor, torch.Tensor]:
+    """Send ``values[i]`` to the owner of ``ids[i]``; return what this rank received.
+
+    ``ids`` is ``(n,)`` int64 (checked), ``values`` is ``(n, *row_shape)`` with the same
+    row shape and dtype on every rank. Returns ``(local_ids, rows)`` of every pair sent to
+    this rank, concatenated in **(source rank, position)** order: all of rank 0's pairs in
+    the order rank 0 listed them, then rank 1's, and so on. Collective and blocking.
+    """
+    me = rank()
+    owner = policy.to_partid(ids)
+    order = torch.sort(owner, stable=True).indices
+    counts = _owner_counts(owner)
+    id_chunks = list(ids[order].split(counts))
+    row_chunks = list(values[order].split(counts))
+    mine_ids, id_chunks[me] = id_chunks[me], id_chunks[me][:0]
+    mine_rows, row_chunks[me] = row_chunks[me], row_chunks[me][:0]
+    got_ids = exchange_ids(id_chunks, call)
+    got_rows = [_from_bytes(got, values) for got in
+                all_to_all_rows([_as_bytes(c) for c in row_chunks], kind=call.kind)]
+    got_ids[me], got_rows[me] = mine_ids, mine_rows
+    return policy.to_local(torch.cat(got_ids)), torch.cat(got_rows)
+
+
+def last_occurrence(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The distinct ``ids`` (ascending) and the position of the last occurrence of each."""
+    unique, inverse = torch.unique(ids, sorted=True, return_inverse=True)
+    positions = torch.arange(ids.numel(), dtype=torch.int64)
+    last = torch.full((unique.numel(),), -1, dtype=torch.int64)
+    return unique, last.scatter_reduce_(0, inverse, positions, "amax")
+
+
+def sum_duplicates(ids: torch.Tensor,
+                   values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The distinct ``ids`` (ascending), the sum of the rows of each (added in position
+    order) and how many rows each had."""
+    unique, inverse, counts = torch.unique(ids, sorted=True, return_inverse=True,
+                                           return_counts=True)
+    sums = values.new_zeros((unique.numel(),) + values.shape[1:])
+    return unique, sums.index_add_(0, inverse, values), counts

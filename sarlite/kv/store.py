@@ -1,0 +1,368 @@
+"""The key-value store: named row-sharded tensors, one shard per rank.
+
+There are no servers: every rank is a torchrun worker that owns one partition and keeps
+the rows of every tensor that its partition owns (in CPU memory). Reads and writes by
+global id are collective exchanges (:mod:`sarlite.kv.routing`).
+
+The **default store** is the one :class:`~sarlite.kv.DistTensor` and
+:class:`~sarlite.kv.DistEmbedding` use. :class:`~sarlite.sampling.DistGraph` sets it up
+from its partition book; without a graph, call :func:`init_kvstore` with a partition book
+after ``sarlite.init()``. :func:`get_kvstore` raises ``RuntimeError`` while there is none.
+"""
+from __future__ import annotations
+
+import inspect
+from types import MappingProxyType
+from typing import Callable, Mapping
+
+import torch
+import torch.distributed as dist
+
+from ..comm import CollectiveError, rank, world_size
+from ..partition import EdgePartitionPolicy, NodePartitionPolicy, RangePartitionBook
+from .protocol import KVCall, agree, validated
+from .routing import (Policy, checked_ids, last_occurrence, policy_ranges, pull_rows,
+                      push_rows, sum_duplicates)
+
+InitFunc = Callable[..., torch.Tensor]
+
+
+def _check_book(book: RangePartitionBook) -> None:
+    if not isinstance(book, RangePartitionBook):
+        raise TypeError(f"need a RangePartitionBook, got {type(book).__name__}")
+    if book.num_partitions() != world_size() or book.partid != rank():
+        raise ValueError(f"the partition book has {book.num_partitions()} partitions and "
+                         f"belongs to partition {book.partid}, but this is rank {rank()} of "
+                         f"{world_size()}: sarlite needs one partition per rank, partition "
+                         f"r on rank r")
+
+
+def _check_shape(shape, dtype) -> tuple[int, ...]:
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype, got {dtype!r}")
+    shape = tuple(shape) if isinstance(shape, (tuple, list, torch.Size)) else (shape,)
+    if not shape or any(not isinstance(d, int) or d < 0 for d in shape):
+        raise ValueError(f"shape must be a non-empty tuple of non-negative ints, got {shape}")
+    return shape
+
+
+def _shard_ids(policy: Policy) -> torch.Tensor:
+    """Global ids of the rows this rank owns under ``policy``, ascending."""
+    start, end = policy_ranges(policy)[policy.part_id].tolist()
+    return torch.arange(start, end, dtype=torch.int64)
+
+
+def _takes_ids(init_func: InitFunc) -> bool:
+    try:
+        inspect.signature(init_func).bind(None, None, None)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _initial_shard(init_func: InitFunc | None, policy: Policy, shape: tuple[int, ...],
+                   dtype: torch.dtype) -> torch.Tensor:
+    """This rank's rows: zeros, or what ``init_func`` returns (see :class:`DistTensor`)."""
+    local_shape = (policy.get_part_size(),) + shape[1:]
+    if init_func is None:
+        return torch.zeros(local_shape, dtype=dtype)
+    args = (local_shape, dtype, _shard_ids(policy)) if _takes_ids(init_func) else \
+        (local_shape, dtype)
+    data = init_func(*args)
+    if not isinstance(data, torch.Tensor) or tuple(data.shape) != local_shape or \
+            data.dtype != dtype:
+        got = (f"shape {tuple(data.shape)}, dtype {data.dtype}"
+               if isinstance(data, torch.Tensor) else type(data).__name__)
+        raise ValueError(f"init_func must return a tensor of shape {local_shape} and dtype "
+                         f"{dtype} (this rank's rows), got {got}")
+    return data.detach().cpu().contiguous()
+
+
+class KVStore:
+    """Named tensors sharded by rows over the ranks, read and written by global id.
+
+    Parameters
+    ----------
+    partition_book:
+        The :class:`~sarlite.partition.RangePartitionBook` of this rank (partition ``r``
+        on rank ``r``, as many partitions as ranks). It gives the store a node policy
+        (``"node~_N"``) and an edge policy (``"edge~_N:_E:_N"``); tensors may also use
+        other policies over books with the same number of partitions.
+
+    Creating a store is a collective (every rank, same book); so are :meth:`init_data`,
+    :meth:`pull`, :meth:`push` and :meth:`barrier`, which every rank must call in the same
+    order, also with no ids. They block until every rank has joined and fail with
+    :class:`~sarlite.comm.CollectiveError` after the process group's timeout when one does
+    not. :meth:`delete_data` and the metadata queries are local.
+
+    Raises
+    ------
+    ValueError
+        The book does not have one partition per rank, or the ranks' books differ.
+    """
+
+    def __init__(self, partition_book: RangePartitionBook):
+        error = None
+        try:
+            _check_book(partition_book)
+            record = (partition_book.node_ranges.tolist(), partition_book.edge_ranges.tolist())
+        except (TypeError, ValueError) as err:
+            error, record = err, None
+        agree("creating a KVStore", record, error)
+        self._book = partition_book
+        policies = (NodePartitionPolicy(partition_book), EdgePartitionPolicy(partition_book))
+        self._policies = {p.policy_str: p for p in policies}
+        self._shards: dict[str, torch.Tensor] = {}
+        self._meta: dict[str, tuple[torch.dtype, tuple[int, ...], Policy]] = {}
+        self._anonymous = 0
+
+    # -- metadata (local) --------------------------------------------------------
+    @property
+    def partition_book(self) -> RangePartitionBook:
+        return self._book
+
+    @property
+    def all_possible_part_policy(self) -> dict[str, Policy]:
+        """``{policy_str: policy}`` of the store's node and edge policies."""
+        return dict(self._policies)
+
+    def find_policy(self, num_rows: int) -> Policy:
+        """The node or edge policy whose id space has ``num_rows`` ids.
+
+        Raises
+        ------
+        ValueError
+            Both match (as many nodes as edges) or neither does.
+        """
+        matches = [p for p in self._policies.values() if p.get_size() == num_rows]
+        if len(matches) > 1:
+            raise ValueError(f"shape[0] = {num_rows} is both the number of nodes and the "
+                             f"number of edges, so the partition policy is ambiguous; pass "
+                             f"part_policy explicitly")
+        if not matches:
+            raise ValueError(
+                f"shape[0] = {num_rows} matches neither the number of nodes "
+                f"({self._book._num_nodes()}) nor of edges ({self._book._num_edges()}) of "
+                f"the partition book; pass part_policy or fix the shape")
+        return matches[0]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._meta
+
+    def data_name_list(self) -> list[str]:
+        """Names of all tensors in the store."""
+        return list(self._meta)
+
+    def get_data_meta(self, name: str) -> tuple[torch.dtype, tuple[int, ...], Policy]:
+        """``(dtype, global shape, partition policy)`` of tensor ``name``."""
+        return self._meta[self._known(name)]
+
+    @property
+    def data_store(self) -> Mapping[str, torch.Tensor]:
+        """``{name: this rank's shard}`` (read-only mapping; the shards are the storage)."""
+        return MappingProxyType(self._shards)
+
+    def get_partid(self, name: str, id_tensor) -> torch.Tensor:
+        """Owner rank of each global id of tensor ``name`` (local, no communication)."""
+        return self._meta[self._known(name)][2].to_partid(id_tensor)
+
+    def delete_data(self, name: str) -> None:
+        """Drop tensor ``name`` and free this rank's shard (local; call it on every rank).
+
+        Raises ``KeyError`` for an unknown name.
+        """
+        del self._meta[self._known(name)], self._shards[name]
+
+    def _known(self, name: str) -> str:
+        if name not in self._meta:
+            raise KeyError(f"no tensor named {name!r} in the KVStore (it has "
+                           f"{sorted(self._meta)})")
+        return name
+
+    # -- creation (collective) ---------------------------------------------------
+    def anonymous_name(self) -> str:
+        """A fresh name for an unnamed tensor; the same on every rank if every rank
+        creates its tensors in the same order (which creation being collective needs)."""
+        self._anonymous += 1
+        return f"anonymous-{self._anonymous - 1}"
+
+    def init_data(self, name: str, shape, dtype: torch.dtype,
+                  part_policy: Policy | None = None, init_func: InitFunc | None = None) -> None:
+        """Create tensor ``name`` of global ``shape`` and ``dtype``, sharded by
+        ``part_policy`` (default: inferred from ``shape[0]`` by :meth:`find_policy`).
+
+        ``init_func`` fills this rank's rows, as for :class:`~sarlite.kv.DistTensor`.
+        Collective and blocking; every rank must ask for the same name, shape, dtype and
+        policy.
+
+        Raises
+        ------
+        ValueError
+            ``name`` exists already, the shape or policy is invalid, or the ranks disagree.
+        """
+        self.open(name, shape, dtype, part_policy, init_func, may_exist=False)
+
+    def open(self, name: str | None, shape, dtype: torch.dtype, part_policy: Policy | None,
+             init_func: InitFunc | None, may_exist: bool,
+             prefix_policy: bool = False) -> tuple[str, bool]:
+        """Create tensor ``name``, or with ``may_exist`` also refer to an existing one.
+
+        ``name=None`` picks an :meth:`anonymous_name`. With ``prefix_policy`` the key is
+        ``"<policy_str>:<name>"`` (as DGL names graph data). Collective and blocking.
+        Returns ``(key, created)``.
+
+        Raises
+        ------
+        ValueError
+            An existing tensor has a different shape or dtype (or ``may_exist`` is
+            false), the shape does not fit the policy, or the ranks asked for different
+            things.
+        TypeError
+            ``dtype`` is not a torch dtype.
+        """
+        key, shard, record, error = name, None, None, None
+        try:
+            shape = _check_shape(shape, dtype)
+            policy = part_policy if part_policy is not None else self.find_policy(shape[0])
+            _check_book(policy.partition_book)
+            if policy.get_size() != shape[0]:
+                raise ValueError(f"shape[0] = {shape[0]} but the partition policy "
+                                 f"{policy.policy_str} covers {policy.get_size()} ids")
+            key = self.anonymous_name() if name is None else name
+            key = f"{policy.policy_str}:{key}" if prefix_policy else key
+            record = (key, shape, str(dtype), policy.policy_str)
+            if key in self._meta:
+                old_dtype, old_shape, _ = self._meta[key]
+                if not may_exist or (old_dtype, old_shape) != (dtype, shape):
+                    raise ValueError(f"tensor {key!r} already exists with shape {old_shape} "
+                                     f"and dtype {old_dtype}; asked to create it with "
+                                     f"shape {shape} and dtype {dtype}")
+            else:
+                shard = _initial_shard(init_func, policy, shape, dtype)
+        except Exception as err:  # every rank must learn of it, see protocol.agree
+            error = err
+        agree(f"creating tensor {key!r}", record, error)
+        if shard is not None:
+            self._shards[key] = shard
+            self._meta[key] = (dtype, shape, policy)
+        return key, shard is not None
+
+    # -- rows (collective) -------------------------------------------------------
+    def pull(self, name: str, id_tensor) -> torch.Tensor:
+        """Rows ``id_tensor`` (global ids; tensor, list, array or slice) of tensor
+        ``name``, in the order asked, duplicates allowed.
+
+        Collective and blocking: every rank calls it, possibly with no ids. Returns a CPU
+        tensor of shape ``(len(id_tensor), *shape[1:])``.
+
+        Raises
+        ------
+        KeyError, TypeError, IndexError
+            On the rank whose name or ids are invalid (an id outside ``[0, shape[0])``).
+        CollectiveError
+            On the other ranks in that case, or when a rank calls a different operation,
+            or when a rank does not call it within the timeout.
+        """
+        call = KVCall(f"pull of {name!r}", "kv_pull")
+        shard, policy, ids = validated(call, lambda: self._entry_and_ids(name, id_tensor))
+        return pull_rows(ids, policy, shard.__getitem__, call)
+
+    def push(self, name: str, id_tensor, data_tensor: torch.Tensor,
+             accumulate: bool = False) -> None:
+        """Write ``data_tensor[i]`` to row ``id_tensor[i]`` of tensor ``name``, or add it
+        with ``accumulate=True``.
+
+        Deterministic: when several writes target one row, the last in **(source rank,
+        position)** order wins (a higher rank's write beats a lower rank's; within a rank
+        a later position beats an earlier one). Additions are summed per source rank in
+        position order, then added to the row in source rank order. Collective and
+        blocking: every rank calls it, possibly with no ids; when any rank's input is
+        invalid, no rank changes any data.
+
+        Raises
+        ------
+        KeyError, TypeError, IndexError, ValueError
+            On the rank whose input is invalid: unknown name, ids out of range,
+            ``data_tensor`` not of the tensor's dtype (``TypeError``) or not of shape
+            ``(len(id_tensor), *shape[1:])`` (``ValueError``), ``accumulate`` on a bool
+            tensor.
+        CollectiveError
+            On the other ranks in that case, or as for :meth:`pull`.
+        """
+        call = KVCall(f"{'accumulating ' if accumulate else ''}push to {name!r}", "kv_push")
+
+        def check():
+            shard, policy, ids = self._entry_and_ids(name, id_tensor)
+            _check_rows(data_tensor, ids.numel(), shard, name)
+            if accumulate and shard.dtype == torch.bool:
+                raise TypeError(f"tensor {name!r} is bool and cannot be accumulated into")
+            return shard, policy, ids, data_tensor.detach().cpu()
+
+        shard, policy, ids, rows = validated(call, check)
+        if accumulate:
+            ids, rows, _ = sum_duplicates(ids, rows)
+            local_ids, rows = push_rows(ids, rows, policy, call)
+            shard.index_add_(0, local_ids, rows)
+        else:
+            ids, last = last_occurrence(ids)
+            local_ids, rows = push_rows(ids, rows[last], policy, call)
+            local_ids, last = last_occurrence(local_ids)
+            shard[local_ids] = rows[last]
+
+    def _entry_and_ids(self, name: str, id_tensor):
+        dtype, shape, policy = self._meta[self._known(name)]
+        return self._shards[name], policy, checked_ids(id_tensor, shape[0], repr(name))
+
+    def barrier(self) -> None:
+        """Block until every rank has called it. Collective.
+
+        Raises :class:`~sarlite.comm.CollectiveError` when a rank does not join in time.
+        """
+        if world_size() > 1:
+            try:
+                dist.barrier()
+            except RuntimeError as err:
+                raise CollectiveError(f"KVStore.barrier failed on rank {rank()}: {err}") \
+                    from err
+
+
+def _check_rows(rows, num_ids: int, shard: torch.Tensor, name: str) -> None:
+    if not isinstance(rows, torch.Tensor):
+        raise TypeError(f"data for {name!r} must be a tensor, got {type(rows).__name__}")
+    if rows.dtype != shard.dtype:
+        raise TypeError(f"data for {name!r} has dtype {rows.dtype} but the tensor has "
+                        f"dtype {shard.dtype}")
+    expected = (num_ids,) + tuple(shard.shape[1:])
+    if tuple(rows.shape) != expected:
+        raise ValueError(f"data for {name!r} must have shape {expected} (one row per id), "
+                         f"got {tuple(rows.shape)}")
+
+
+_default: KVStore | None = None
+
+
+def init_kvstore(partition_book: RangePartitionBook) -> KVStore:
+    """Create a :class:`KVStore` over ``partition_book`` and make it the default store.
+
+    Collective (see :class:`KVStore`). :class:`~sarlite.sampling.DistGraph` calls it;
+    call it yourself to use :class:`~sarlite.kv.DistTensor` without a graph.
+    """
+    global _default
+    _default = KVStore(partition_book)
+    return _default
+
+
+def get_kvstore() -> KVStore:
+    """The default store.
+
+    Raises
+    ------
+    RuntimeError
+        There is none yet: create a ``DistGraph`` (or call :func:`init_kvstore`) after
+        ``sarlite.init()`` first.
+    """
+    if _default is None:
+        raise RuntimeError("no KVStore: create a sarlite.DistGraph(part_config) (or call "
+                           "sarlite.kv.init_kvstore(partition_book)) after sarlite.init() "
+                           "before creating DistTensors or DistEmbeddings")
+    return _default

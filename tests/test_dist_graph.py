@@ -1,0 +1,158 @@
+"""DistGraph: counts, degrees, find_edges and data equal the unpartitioned DGL graph's."""
+import json
+
+import dgl
+import pytest
+import torch
+
+import sarlite
+from conftest import random_graph
+from harness import spawn
+from sarlite.kv import DistTensor
+
+
+def _queries(rank, world, config):
+    g = sarlite.DistGraph(config)
+    gen = torch.Generator().manual_seed(rank)
+    asked = torch.randint(0, g.num_edges(), (40,), generator=gen)
+    asked = asked if rank < world - 1 or world == 1 else asked[:0]   # last rank: no ids
+    src, dst = g.find_edges(asked)
+    everything = torch.arange(g.num_nodes())
+    part = g.local_partition
+    return {"counts": (g.num_nodes(), g.num_edges()), "asked": asked, "ends": (src, dst),
+            "in": g.in_degrees(), "out": g.out_degrees(everything),
+            "in_one": g.in_degrees(3), "out_one": g.out_degrees(3),
+            "ndata": {k: v[everything] for k, v in g.ndata.items()},
+            "edata": {k: v[torch.arange(g.num_edges())] for k, v in g.edata.items()},
+            "schemes": (g.node_attr_schemes(), g.edge_attr_schemes()),
+            "local": (part.ndata[dgl.NID], part.edata[dgl.EID], part.edges(),
+                      part.ndata["inner_node"], part.edata["inner_edge"]),
+            "inferred": (DistTensor((g.num_nodes(), 2), torch.float32).part_policy.policy_str,
+                         DistTensor((g.num_edges(),), torch.int64).part_policy.policy_str)}
+
+
+def _partitioned(tmp_path, world, writer):
+    g = random_graph(num_nodes=60, num_edges=300)
+    g.ndata["label"] = g.ndata["label"].to(torch.int64)
+    g.ndata.pop("train_mask")           # DGL's writer keeps it as uint8, ours as bool
+    orig_nids, orig_eids = writer(g, "g", world, str(tmp_path), return_mapping=True)
+    return g, orig_nids, orig_eids, str(tmp_path / "g.json")
+
+
+def _dgl_writer(g, name, world, out, return_mapping):
+    return dgl.distributed.partition_graph(g, name, world, out, part_method="random",
+                                           return_mapping=return_mapping)
+
+
+CASES = {1: sarlite.partition_graph, 3: sarlite.partition_graph, 2: _dgl_writer}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES), ids=lambda w: f"world{w}")
+def run(request, tmp_path_factory):
+    world = request.param
+    g, orig_nids, orig_eids, config = _partitioned(tmp_path_factory.mktemp("p"), world,
+                                                   CASES[world])
+    results = [_queries(0, 1, config)] if world == 1 else \
+        spawn(_queries, world, config, timeout=180)
+    new_id = torch.empty_like(orig_nids)
+    new_id[orig_nids] = torch.arange(orig_nids.numel())
+    return g, orig_nids, orig_eids, new_id, config, results
+
+
+def test_counts_are_the_whole_graphs(run):
+    g, *_, results = run
+    assert all(r["counts"] == (g.num_nodes(), g.num_edges()) for r in results)
+
+
+def test_find_edges_gives_the_endpoints_of_each_asked_edge(run):
+    g, _, orig_eids, new_id, _, results = run
+    src, dst = g.edges()
+    for r in results:
+        original = orig_eids[r["asked"]]
+        assert torch.equal(r["ends"][0], new_id[src[original]])
+        assert torch.equal(r["ends"][1], new_id[dst[original]])
+
+
+def test_in_and_out_degrees_match_dgl(run):
+    g, orig_nids, *_, results = run
+    for r in results:
+        assert torch.equal(r["in"], g.in_degrees()[orig_nids])
+        assert torch.equal(r["out"], g.out_degrees()[orig_nids])
+        assert r["in_one"] == int(g.in_degrees(orig_nids[3]))
+        assert r["out_one"] == int(g.out_degrees(orig_nids[3]))
+
+
+def test_ndata_and_edata_hold_the_original_features(run):
+    g, orig_nids, orig_eids, _, _, results = run
+    for r in results:
+        assert sorted(r["ndata"]) == ["feat", "label"] and sorted(r["edata"]) == ["w"]
+        for name, rows in r["ndata"].items():
+            assert torch.equal(rows, g.ndata[name][orig_nids])
+        assert torch.equal(r["edata"]["w"], g.edata["w"][orig_eids])
+
+
+def test_attr_schemes_give_row_shape_and_dtype(run):
+    for r in run[-1]:
+        nodes, edges = r["schemes"]
+        assert nodes == {"feat": ((4,), torch.float32), "label": ((), torch.int64)}
+        assert edges == {"w": ((2,), torch.float32)}
+
+
+def test_local_partition_is_the_loaded_partition_graph(run):
+    config, results = run[-2:]
+    for rank, r in enumerate(results):
+        loaded = sarlite.load_partition(config, rank)[0]
+        expected = (loaded.ndata[dgl.NID], loaded.edata[dgl.EID], loaded.edges(),
+                    loaded.ndata["inner_node"], loaded.edata["inner_edge"])
+        for got, want in zip(r["local"][:2] + r["local"][2] + r["local"][3:],
+                             expected[:2] + expected[2] + expected[3:]):
+            assert torch.equal(got, want)
+
+
+def test_dist_tensor_infers_node_or_edge_policy_from_the_graph(run):
+    for r in run[-1]:
+        assert r["inferred"] == ("node~_N", "edge~_N:_E:_N")
+
+
+# -- bad input (single process) ------------------------------------------------------
+@pytest.fixture(scope="module")
+def config(tmp_path_factory):
+    out = tmp_path_factory.mktemp("one")
+    sarlite.partition_graph(random_graph(), "g", 1, out)
+    return out / "g.json"
+
+
+def test_heterogeneous_partitions_are_not_supported(config, tmp_path):
+    meta = json.loads(config.read_text())
+    meta["ntypes"] = {"user": 0, "item": 1}
+    hetero = tmp_path / "g.json"
+    hetero.write_text(json.dumps(meta))
+    with pytest.raises(NotImplementedError, match="heterogeneous"):
+        sarlite.DistGraph(hetero)
+
+
+def test_more_partitions_than_ranks_is_an_error(tmp_path):
+    sarlite.partition_graph(random_graph(), "g", 2, tmp_path)
+    with pytest.raises(ValueError, match="2 partitions but there are 1 ranks"):
+        sarlite.DistGraph(tmp_path / "g.json")
+
+
+def test_a_different_graph_name_is_an_error(config):
+    with pytest.raises(ValueError, match="holds graph 'g', not 'other'"):
+        sarlite.DistGraph(config, graph_name="other")
+
+
+def test_edge_ids_out_of_range_are_an_index_error(config):
+    g = sarlite.DistGraph(config)
+    with pytest.raises(IndexError, match=r"ids must be in \[0, 300\)"):
+        g.find_edges(torch.tensor([0, 300]))
+
+
+def test_ndata_accepts_only_node_dist_tensors(config):
+    g = sarlite.DistGraph(config)
+    g.ndata["h"] = DistTensor((g.num_nodes(), 3), torch.float32, "h")
+    assert g.ndata["h"][torch.tensor([0])].shape == (1, 3)
+    with pytest.raises(ValueError, match="node partition policy"):
+        g.ndata["w2"] = DistTensor((g.num_edges(), 3), torch.float32, "w2")
+    with pytest.raises(TypeError, match="must be a DistTensor"):
+        g.ndata["t"] = torch.zeros(g.num_nodes())
