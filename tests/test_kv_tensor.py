@@ -1,14 +1,11 @@
 """DistTensor and KVStore: pull/push by global id against a single-process reference."""
-import gc
-
 import pytest
 import torch
 
-import sarlite.kv.store
 from harness import spawn
 from sarlite.comm import traffic
-from sarlite.kv import DistTensor, KVStore, init_kvstore
-from sarlite.partition import EdgePartitionPolicy, NodePartitionPolicy, RangePartitionBook
+from sarlite.kv import DistTensor, init_kvstore
+from sarlite.partition import RangePartitionBook
 
 NUM_NODES, NUM_EDGES, WIDTH = 40, 70, 3
 WORLDS = [1, 2, 3, 4]
