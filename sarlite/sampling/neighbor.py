@@ -16,6 +16,8 @@ from __future__ import annotations
 import dgl
 import torch
 
+from ..comm import exchange_sizes, world_size
+from ..kv.protocol import KVCall, validated
 from ..partition.book import as_id_tensor
 from .routing import ask_owners
 
@@ -29,7 +31,19 @@ def check_fanout(fanout) -> None:
                          f"{fanout!r}")
 
 
-def _seed_ids(g, seeds) -> torch.Tensor:
+def _checked_seeds(g, seeds, fanout, edge_dir: str, prob: str | None) -> torch.Tensor:
+    """The distinct seeds, ascending, after checking every argument (no communication)."""
+    check_fanout(fanout)
+    if edge_dir not in EDGE_DIRS:
+        raise ValueError(f"edge_dir must be 'in' or 'out', got {edge_dir!r}")
+    if prob is not None:
+        if prob not in g.edata:
+            raise ValueError(f"prob {prob!r} is not an edge feature of the graph (it has "
+                             f"{sorted(g.edata)})")
+        shape = tuple(g.edata[prob].shape[1:])
+        if shape not in ((), (1,)):
+            raise ValueError(f"prob feature {prob!r} must hold one value per edge, got "
+                             f"rows of shape {shape}")
     ids = torch.unique(as_id_tensor(seeds))
     num_nodes = g.num_nodes()
     if ids.numel() and (int(ids[0]) < 0 or int(ids[-1]) >= num_nodes):
@@ -42,20 +56,25 @@ def _candidate_probs(g, part: dgl.DGLGraph, local_seeds: torch.Tensor, edge_dir:
                      prob: str) -> torch.Tensor:
     """``(num_local_edges,)`` float32: ``prob`` of the seeds' candidate edges, 0 elsewhere.
 
-    Pulls the values by global edge id from ``g.edata[prob]`` (collective: every rank
-    calls it, also with no seeds)."""
+    Pulls the values by global edge id from ``g.edata[prob]`` and tells every rank
+    whether any was negative (collective: every rank calls it, also with no seeds).
+
+    Raises
+    ------
+    ValueError
+        On every rank, when some rank found a negative value.
+    """
     if local_seeds.numel():
         local_eids = (part.in_edges(local_seeds, form="eid") if edge_dir == "in"
                       else part.out_edges(local_seeds, form="eid"))
     else:
         local_eids = torch.zeros(0, dtype=torch.int64)
-    values = g.edata[prob][part.edata[dgl.EID][local_eids]]
-    if values.dim() > 2 or (values.dim() == 2 and values.shape[1] != 1):
-        raise ValueError(f"prob feature {prob!r} must hold one value per edge, got rows of "
-                         f"shape {tuple(values.shape[1:])}")
-    values = values.reshape(-1).float()
-    if values.numel() and bool((values < 0).any()):
-        raise ValueError(f"prob feature {prob!r} has negative values")
+    values = g.edata[prob][part.edata[dgl.EID][local_eids]].reshape(-1).float()
+    negative = exchange_sizes([int(bool((values < 0).any()))] * world_size())
+    if any(negative):
+        raise ValueError(f"prob feature {prob!r} has negative values on candidate edges "
+                         f"of the seeds of rank(s) "
+                         f"{[r for r, bad in enumerate(negative) if bad]}")
     out = torch.zeros(part.num_edges(), dtype=torch.float32)
     out[local_eids] = values
     return out
@@ -65,8 +84,8 @@ def _sample_owned(g, requests: list[torch.Tensor], fanout: int, edge_dir: str,
                   prob: str | None, replace: bool) -> list[torch.Tensor]:
     """Answer every rank's seeds from the local partition: ``(E_k, 3)`` global
     ``(src, dst, eid)`` rows for rank ``k``. Collective when ``prob`` is given."""
-    part = g.local_partition
-    lo = int(g.get_partition_book().node_ranges[g.get_partition_book().partid, 0])
+    part, book = g.local_partition, g.get_partition_book()
+    lo = int(book.node_ranges[book.partid, 0])
     seeds = torch.unique(torch.cat(requests))
     local_seeds = seeds - lo                 # owned nodes come first, in global id order
     with part.local_scope():
@@ -90,14 +109,11 @@ def _sample_owned(g, requests: list[torch.Tensor], fanout: int, edge_dir: str,
 
 
 def _gather_edges(g, seeds, fanout: int, edge_dir: str, prob: str | None,
-                  replace: bool, kind: str) -> dgl.DGLGraph:
-    check_fanout(fanout)
-    if edge_dir not in EDGE_DIRS:
-        raise ValueError(f"edge_dir must be 'in' or 'out', got {edge_dir!r}")
-    ids = _seed_ids(g, seeds)
+                  replace: bool, call: KVCall) -> dgl.DGLGraph:
+    ids = validated(call, lambda: _checked_seeds(g, seeds, fanout, edge_dir, prob))
     owners = g.get_partition_book().nid2partid(ids)
     answers = ask_owners(ids, owners, lambda requests: _sample_owned(
-        g, requests, fanout, edge_dir, prob, replace), kind=kind)
+        g, requests, fanout, edge_dir, prob, replace), call)
     rows = torch.cat(answers)
     frontier = dgl.graph((rows[:, 0], rows[:, 1]), num_nodes=g.num_nodes())
     frontier.edata[dgl.EID] = rows[:, 2]
@@ -139,10 +155,16 @@ def sample_neighbors(g, seeds, fanout: int, edge_dir: str = "in", prob: str | No
     Raises
     ------
     ValueError
-        Seed ids outside the graph, a bad ``fanout`` or ``edge_dir``, or a ``prob``
-        feature with negative values or more than one value per edge.
+        On the rank that passed them: seed ids outside the graph, a bad ``fanout`` or
+        ``edge_dir``, or a ``prob`` that is not an edge feature with one value per edge;
+        on every rank when a candidate edge has a negative ``prob``.
+    CollectiveError
+        On the other ranks when one rank's arguments were bad or differ from theirs (the
+        check runs before any data moves), or when a rank died.
     """
-    return _gather_edges(g, seeds, fanout, edge_dir, prob, replace, kind="sample_neighbors")
+    call = KVCall(f"sample_neighbors(fanout={fanout!r}, edge_dir={edge_dir!r}, "
+                  f"prob={prob!r}, replace={replace!r})", "sample_neighbors")
+    return _gather_edges(g, seeds, fanout, edge_dir, prob, replace, call)
 
 
 def in_subgraph(g, nodes) -> dgl.DGLGraph:
@@ -155,6 +177,9 @@ def in_subgraph(g, nodes) -> dgl.DGLGraph:
     Raises
     ------
     ValueError
-        Node ids outside the graph.
+        Node ids outside the graph (on the rank that passed them).
+    CollectiveError
+        On the other ranks when one rank's ids were bad, or a rank died.
     """
-    return _gather_edges(g, nodes, -1, "in", None, False, kind="in_subgraph")
+    return _gather_edges(g, nodes, -1, "in", None, False,
+                         KVCall("in_subgraph", "in_subgraph"))

@@ -2,7 +2,9 @@
 
 Every distributed graph query (sampling, subgraphs) has the same shape: a rank holds ids
 of nodes other ranks own, each owner answers from its local partition, and the answers
-travel back. :func:`ask_owners` is that round trip, built on two ``all_to_all_rows``.
+travel back. :func:`ask_owners` is that round trip: the KV layer's checked id exchange
+(:func:`sarlite.kv.protocol.exchange_ids`, whose header makes a rank with bad input or a
+different call fail every rank at once), then one ``all_to_all_rows`` of the answers.
 """
 from __future__ import annotations
 
@@ -11,11 +13,12 @@ from typing import Callable
 import torch
 
 from ..comm import all_to_all_rows, world_size
+from ..kv.protocol import KVCall, exchange_ids
 
 
 def ask_owners(ids: torch.Tensor, owners: torch.Tensor,
                serve: Callable[[list[torch.Tensor]], list[torch.Tensor]],
-               kind: str) -> list[torch.Tensor]:
+               call: KVCall) -> list[torch.Tensor]:
     """Send ``ids[i]`` to rank ``owners[i]``, let every rank answer, return the answers.
 
     Parameters
@@ -30,8 +33,9 @@ def ask_owners(ids: torch.Tensor, owners: torch.Tensor,
         answer per rank: ``answers[k]`` is a tensor of rows for rank ``k`` (any number of
         rows; the trailing shape and dtype must be the same on every rank). ``serve`` may
         itself run collectives, since every rank calls it at the same point.
-    kind:
-        Name under which the traffic is counted.
+    call:
+        Names the operation in errors (its tag must match on every rank) and the
+        traffic counter.
 
     Returns
     -------
@@ -39,10 +43,16 @@ def ask_owners(ids: torch.Tensor, owners: torch.Tensor,
         ``result[j]`` is rank ``j``'s answer to this rank.
 
     Collective and blocking: every rank must call it, also with no ids (two row
-    exchanges: the requests, then the answers).
+    exchanges: the requests, then the answers). Start it with
+    :func:`sarlite.kv.protocol.validated` so that a rank whose input is bad still takes
+    part in the request exchange.
+
+    Raises
+    ------
+    CollectiveError
+        Another rank's input was bad, it ran a different operation, or a rank died.
     """
     order = torch.sort(owners, stable=True).indices
     counts = torch.bincount(owners, minlength=world_size()).tolist()
-    requests = all_to_all_rows(list(ids[order].unsqueeze(1).split(counts)), kind=kind)
-    answers = serve([r.squeeze(1) for r in requests])
-    return all_to_all_rows(answers, kind=kind)
+    requests = exchange_ids(list(ids[order].split(counts)), call)
+    return all_to_all_rows(serve(requests), kind=call.kind)

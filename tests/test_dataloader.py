@@ -1,0 +1,131 @@
+"""DistNodeDataLoader: DGL blocks that dgl.nn runs unchanged, the same batch count everywhere."""
+import dgl
+import dgl.nn as dglnn
+import pytest
+import torch
+from torch import nn
+
+import sarlite
+from conftest import random_graph
+from harness import spawn
+from sarlite.sampling import DistGraph, DistNeighborSampler, DistNodeDataLoader, node_split
+
+TOL = {"rtol": 1e-5, "atol": 1e-6}
+
+
+class SAGE(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.convs = nn.ModuleList([dglnn.SAGEConv(4, 5, "mean"), dglnn.SAGEConv(5, 3, "mean")])
+
+    def forward(self, blocks, x):
+        h = torch.relu(self.convs[0](blocks[0], x))
+        return self.convs[1](blocks[1], h)
+
+
+def _sampled_forward(rank, world, config, state):
+    g = DistGraph(config)
+    nids = node_split(g.ndata["train_mask"], g.get_partition_book())
+    sampler = DistNeighborSampler([3, 2], prefetch_node_feats=["feat"],
+                                  prefetch_labels=["label"])
+    torch.manual_seed(rank)
+    dgl.seed(rank)
+    loader = DistNodeDataLoader(g, nids, sampler, batch_size=7, shuffle=True)
+    model = SAGE()
+    model.load_state_dict(state)
+    batches = []
+    for input_nodes, output_nodes, blocks in loader:
+        out = model(blocks, blocks[0].srcdata["feat"])
+        batches.append({"input": input_nodes, "output": output_nodes, "out": out.detach(),
+                        "feat": blocks[0].srcdata["feat"],
+                        "label": blocks[-1].dstdata["label"],
+                        "blocks": [(b.srcdata[dgl.NID], b.dstdata[dgl.NID], b.edata[dgl.EID])
+                                   for b in blocks]})
+    return nids, len(loader), batches
+
+
+def _dgl_blocks(g, orig_nids, orig_eids, blocks):
+    """The same sampled blocks built by DGL from the unpartitioned graph."""
+    out = []
+    for src_nids, dst_nids, eids in blocks:
+        frontier = dgl.edge_subgraph(g, orig_eids[eids], relabel_nodes=False)
+        block = dgl.to_block(frontier, orig_nids[dst_nids])
+        assert torch.equal(block.srcdata[dgl.NID].sort().values,
+                           orig_nids[src_nids].sort().values)
+        out.append(block)
+    return out
+
+
+def test_loader_blocks_give_single_process_dgl_outputs_through_sageconv(tmp_path):
+    g = random_graph(num_nodes=80, num_edges=500, seed=2)
+    orig_nids, orig_eids = sarlite.partition_graph(g, "g", 2, tmp_path, return_mapping=True)
+    torch.manual_seed(0)
+    model = SAGE()
+    results = spawn(_sampled_forward, 2, str(tmp_path / "g.json"), model.state_dict(),
+                    timeout=90)
+    seen = []
+    for nids, num_batches, batches in results:
+        assert num_batches == len(batches) == len(results[0][2])
+        for batch in batches:
+            old_in, old_out = orig_nids[batch["input"]], orig_nids[batch["output"]]
+            assert torch.equal(batch["feat"], g.ndata["feat"][old_in])
+            assert torch.equal(batch["label"], g.ndata["label"][old_out])
+            blocks = _dgl_blocks(g, orig_nids, orig_eids, batch["blocks"])
+            expected = model(blocks, g.ndata["feat"][blocks[0].srcdata[dgl.NID]])
+            torch.testing.assert_close(batch["out"], expected, **TOL)
+            seen.append(batch["output"])
+    train = g.ndata["train_mask"][orig_nids].nonzero().squeeze(1)
+    assert torch.equal(torch.cat(seen).sort().values, train)   # each training node once
+
+
+def _uneven_epochs(rank, world, config, sizes):
+    g = DistGraph(config)
+    lo = int(g.get_partition_book().node_ranges[rank, 0])
+    nids = torch.arange(lo, lo + sizes[rank])
+    model = SAGE()
+    x = torch.ones(g.num_nodes(), 4)
+    epochs = {}
+    for drop_last in (False, True):
+        loader = DistNodeDataLoader(g, nids, DistNeighborSampler([2, 2]), batch_size=5,
+                                    drop_last=drop_last)
+        outputs = []
+        for input_nodes, output_nodes, blocks in loader:    # a training step per batch
+            model(blocks, x[input_nodes]).sum().backward()
+            sarlite.all_reduce_gradients(model)
+            outputs.append(output_nodes)
+        epochs[drop_last] = (len(loader), outputs)
+    errors = []
+    for bad_nids, batch_size in (([1, 1], 2), ([1], 0)):
+        try:
+            DistNodeDataLoader(g, bad_nids, DistNeighborSampler([2]), batch_size=batch_size)
+        except ValueError as err:
+            errors.append(str(err))
+    return epochs, errors
+
+
+@pytest.fixture(scope="module")
+def uneven(tmp_path_factory):
+    path = tmp_path_factory.mktemp("uneven")
+    sarlite.partition_graph(random_graph(num_nodes=90, num_edges=400), "g", 3, path,
+                            part_method="random")
+    sizes = [23, 3, 0]                      # 5, 1 and 0 batches of 5 (4, 0, 0 dropping)
+    return sizes, spawn(_uneven_epochs, 3, str(path / "g.json"), sizes, timeout=60)
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_uneven_training_sets_give_every_rank_the_largest_batch_count(uneven, drop_last):
+    sizes, results = uneven
+    expected = 4 if drop_last else 5
+    for rank, (epochs, _) in enumerate(results):
+        length, outputs = epochs[drop_last]
+        assert length == len(outputs) == expected
+        kept = sizes[rank] // 5 * 5 if drop_last else sizes[rank]
+        assert sum(o.numel() for o in outputs) == kept
+        own = -(-kept // 5)                                 # this rank's own batches
+        assert all(o.numel() > 0 for o in outputs[:own])
+        assert all(o.numel() == 0 for o in outputs[own:])  # then empty padding batches
+
+
+def test_duplicate_ids_and_bad_batch_sizes_are_rejected(uneven):
+    for _, errors in uneven[1]:
+        assert "duplicate node ids" in errors[0] and "batch_size must be" in errors[1]
