@@ -118,7 +118,7 @@ def _read_rows(path: Path, saved: dict, key: str, tensor: DistTensor) -> torch.T
     for part, (start, end) in enumerate(entry["ranges"]):
         first, last = max(start, lo), min(end, hi)
         if first < last:
-            saved_rows = torch.load(path / f"{entry['file']}.part{part}.pt", mmap=True,
+            saved_rows = torch.load(str(path / f"{entry['file']}.part{part}.pt"), mmap=True,
                                     weights_only=True)
             rows[first - lo:last - lo] = saved_rows[first - start:last - start]
     return rows
