@@ -140,10 +140,9 @@ class KVStore:
                              f"number of edges, so the partition policy is ambiguous; pass "
                              f"part_policy explicitly")
         if not matches:
-            raise ValueError(
-                f"shape[0] = {num_rows} matches neither the number of nodes "
-                f"({self._book._num_nodes()}) nor of edges ({self._book._num_edges()}) of "
-                f"the partition book; pass part_policy or fix the shape")
+            sizes = " nor ".join(f"{p.get_size()} ({p.kind}s)" for p in self._policies.values())
+            raise ValueError(f"shape[0] = {num_rows} matches neither {sizes} of the partition "
+                             f"book; pass part_policy or fix the shape")
         return matches[0]
 
     def __contains__(self, name: str) -> bool:
