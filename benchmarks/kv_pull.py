@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -89,7 +90,8 @@ def summarize(args: argparse.Namespace, results: list[dict]) -> dict:
             "bytes_moved": moved, "bytes_counted_kv_pull": moved - size_exchanges,
             "bytes_size_exchanges": size_exchanges, "bytes_bound": bound,
             "bytes_without_dedupe": naive, "moved_over_bound": moved / bound,
-            "all_rows_correct": all(r["correct"] for r in results)}
+            "all_rows_correct": all(r["correct"] for r in results),
+            "load_average_1min_at_end": os.getloadavg()[0], "cpus": os.cpu_count()}
 
 
 def markdown(s: dict) -> str:
@@ -99,8 +101,9 @@ def markdown(s: dict) -> str:
         f"from {s['rows']:,} rows, {s['world']} workers",
         "",
         "`python -m benchmarks.kv_pull` (gloo on CPU, one thread per worker, all workers "
-        "on one machine). The machine is shared with other work, so times are noisy; "
-        "bytes are exact.",
+        f"on one machine with {s['cpus']} CPUs). The machine is shared with other work "
+        f"(1-minute load average {s['load_average_1min_at_end']:.1f} at the end of the run), "
+        f"so times are noisy; bytes are exact.",
         "",
         "| quantity | value |",
         "|---|---|",
