@@ -30,6 +30,9 @@ def _queries(rank, world, config):
             "schemes": (g.node_attr_schemes(), g.edge_attr_schemes()),
             "local": (part.ndata[dgl.NID], part.edata[dgl.EID], part.edges(),
                       part.ndata["inner_node"], part.edata["inner_edge"]),
+            "policies": (g.get_node_partition_policy().policy_str,
+                         g.get_edge_partition_policy().policy_str,
+                         g.get_partition_book().partid),
             "inferred": (DistTensor((g.num_nodes(), 2), torch.float32).part_policy.policy_str,
                          DistTensor((g.num_edges(),), torch.int64).part_policy.policy_str)}
 
@@ -117,6 +120,11 @@ def test_local_partition_is_the_loaded_partition_graph(run):
         for got, want in zip(r["local"][:2] + r["local"][2] + r["local"][3:],
                              expected[:2] + expected[2] + expected[3:]):
             assert torch.equal(got, want)
+
+
+def test_partition_book_and_policies_are_this_ranks(run):
+    for rank, r in enumerate(run[-1]):
+        assert r["policies"] == ("node~_N", "edge~_N:_E:_N", rank)
 
 
 def test_dist_tensor_infers_node_or_edge_policy_from_the_graph(run):

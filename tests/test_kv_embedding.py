@@ -65,13 +65,6 @@ def _snapshot(embs, optimizers) -> dict:
     return out
 
 
-def _tensors(embs, optimizers) -> dict:
-    tensors = {emb.weight.name: emb.weight for emb in embs}
-    for optimizer in optimizers:
-        tensors.update(optimizer._state_tensors())
-    return tensors
-
-
 def _train_and_save(rank, world, plan, path):
     embs, optimizers = _setup(rank, world)
     _train(embs, optimizers, plan, rank)
@@ -171,6 +164,12 @@ def test_duplicate_ids_in_a_step_are_averaged_not_summed(one_rank):
     adagrad.step()
     state = adagrad.state["a"]["sum"]
     assert torch.equal(state[[2]], (coef.mean(0) ** 2).unsqueeze(0))
+
+
+def test_embedding_names_follow_dgl(one_rank):
+    (emb, _), _ = one_rank
+    assert (emb.name, emb.data_name, emb.weight.name) == ("a", "node~_N:a", "node~_N:a")
+    assert (emb.num_embeddings, emb.embedding_dim) == (NUM, DIM)
 
 
 def test_only_touched_rows_change(one_rank):

@@ -94,6 +94,8 @@ def test_kvstore_keeps_a_registry_of_named_tensors(store):
     store.init_data("emb", (NODES, 4), torch.float64, policy)
     assert "emb" in store.data_name_list()
     assert store.get_data_meta("emb") == (torch.float64, (NODES, 4), policy)
+    assert torch.equal(store.get_partid("emb", [0, 9]), torch.tensor([0, 0]))
+    assert sorted(store.all_possible_part_policy) == ["edge~_N:_E:_N", "node~_N"]
     store.push("emb", torch.tensor([3, 3]), torch.tensor([[1.0] * 4, [2.0] * 4],
                                                          dtype=torch.float64))
     assert torch.equal(store.pull("emb", [3]), torch.full((1, 4), 2.0, dtype=torch.float64))

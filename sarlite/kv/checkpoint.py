@@ -5,9 +5,9 @@ A checkpoint directory holds, per tensor, one file per saving rank with that ran
 ``tensors.json`` naming each tensor's shape, dtype and the id range of every file.
 Together the files are the tensor in global id order, so a loading rank reads only the
 files that overlap the ids it owns, whatever the number of ranks was when it was saved.
-Re-sharding keeps global ids: loading with a partition book of a different partitioning
-(different reshuffled ids) would put rows on the wrong ids, and is refused only when the
-shapes differ.
+Re-sharding keeps global ids. Loading into tensors of a different partitioning of the
+same graph (whose reshuffled ids differ) would put rows on the wrong ids; only the shapes
+and dtypes are checked.
 """
 from __future__ import annotations
 
