@@ -27,5 +27,10 @@ demo: setup
 	$(PY) -m sarlite.cli train --config configs/demo.yaml --nproc 2 \
 		--set model.type=mlp train.out_dir=out/demo/mlp
 
+# The quick benchmark suite (under 10 min on 2 cores): DGL vs sarlite sar/sa/one-shot,
+# N=1,2,4; table and plots in benchmarks/results/quick/. Full suite: see benchmarks/run.py.
+bench: setup
+	$(PY) -m benchmarks.run --suite quick --fresh
+
 clean:
 	rm -rf out $(VENV)

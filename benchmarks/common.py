@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
 CACHE = RESULTS / "tmp"
 
 
@@ -75,40 +76,80 @@ def build_model(kind: str, in_dim: int, hidden: int, num_classes: int, num_layer
     return Net()
 
 
+def cached_graph(num_nodes: int, avg_degree: float, feat_dim: int, kind: str = "synthetic",
+                 cache: Path = CACHE) -> Path:
+    """Path of the saved ``kind`` graph of this size (``dgl.save_graphs``), generated once.
+
+    Files appear under their final name only when complete, so a killed run leaves none.
+    """
+    import dgl
+
+    from sarlite.data import load_graph
+
+    graph_file = cache / f"{kind}_{num_nodes}_{avg_degree:g}_{feat_dim}.dgl"
+    if not graph_file.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        g = load_graph(kind, num_nodes=num_nodes, avg_degree=avg_degree, feat_dim=feat_dim)
+        partial = graph_file.with_suffix(".partial")
+        dgl.save_graphs(str(partial), [g])
+        os.replace(partial, graph_file)
+    return graph_file
+
+
 def cached_partition(num_nodes: int, avg_degree: float, feat_dim: int, num_parts: int,
-                     kind: str = "synthetic") -> tuple[Path, Path]:
-    """Paths of a saved graph and of its ``num_parts``-way partition, made once."""
+                     kind: str = "synthetic", cache: Path = CACHE) -> tuple[Path, Path]:
+    """Paths of a saved graph and of its ``num_parts``-way METIS partition, made once."""
     import dgl
 
     import sarlite
-    from sarlite.data import load_graph
 
-    name = f"{kind}_{num_nodes}_{avg_degree:g}_{feat_dim}"
-    graph_file = CACHE / f"{name}.dgl"
-    if not graph_file.exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        g = load_graph(kind, num_nodes=num_nodes, avg_degree=avg_degree, feat_dim=feat_dim)
-        dgl.save_graphs(str(graph_file), [g])
-    config = CACHE / f"{name}_p{num_parts}" / "g.json"
+    graph_file = cached_graph(num_nodes, avg_degree, feat_dim, kind, cache)
+    config = graph_file.with_name(f"{graph_file.stem}_p{num_parts}") / "g.json"
     if not config.exists():
         g = dgl.load_graphs(str(graph_file))[0][0]
-        sarlite.partition_graph(g, "g", num_parts, config.parent)
+        partial = config.parent.with_name(config.parent.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        sarlite.partition_graph(g, "g", num_parts, partial)
+        os.replace(partial, config.parent)
     return graph_file, config
+
+
+def bench_env() -> dict[str, str]:
+    """The environment of every measured process: fixed mmap threshold, one OpenMP thread.
+
+    ``MALLOC_MMAP_THRESHOLD_=131072`` makes glibc return freed tensors to the system at
+    once instead of keeping them in its heap, where they would hide the real peak (RSS)
+    and inflate the baseline of the next epoch.
+    """
+    return dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072", OMP_NUM_THREADS="1",
+                DGLBACKEND="pytorch")
 
 
 def run_json(cmd: list[str], timeout: float) -> list[dict]:
     """Run ``cmd`` with ``--result-dir DIR`` appended; return the JSON files it wrote there.
 
     Each process of the run writes one ``*.json`` (see :func:`write_result`).
+
+    Raises
+    ------
+    RuntimeError
+        The command exited non-zero (its output tail is in the message).
+    subprocess.TimeoutExpired
+        It ran past ``timeout`` seconds (it is killed).
     """
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072", OMP_NUM_THREADS="1")
     with tempfile.TemporaryDirectory() as out:
         proc = subprocess.run(cmd + ["--result-dir", out], capture_output=True, text=True,
-                              timeout=timeout, env=env)
+                              timeout=timeout, env=bench_env(), cwd=ROOT)
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n"
                                f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-        return [json.loads(path.read_text()) for path in sorted(Path(out).glob("*.json"))]
+        return read_results(out)
+
+
+def read_results(result_dir: str | Path) -> list[dict]:
+    """The ``rank<r>.json`` files of one run, in rank order."""
+    paths = sorted(Path(result_dir).glob("rank*.json"), key=lambda p: int(p.stem[4:]))
+    return [json.loads(path.read_text()) for path in paths]
 
 
 def write_result(result_dir: str, rank: int, result: dict) -> None:
@@ -120,7 +161,3 @@ def torchrun(num_procs: int, module: str, args: list[str]) -> list[str]:
     """The command that runs ``python -m module args`` on ``num_procs`` torchrun workers."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone",
             f"--nproc_per_node={num_procs}", "-m", module, *args]
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values)

@@ -1,0 +1,67 @@
+"""The benchmark cases and the two suites, ``quick`` and ``full``.
+
+A case is one graph and one model; the suite runs it with single-process DGL and with
+sarlite in every selected mode and world size. Sizes follow the issue: input width 128,
+GraphSAGE-mean 3 x 256, GCN 3 x 256, GAT 3 layers x 4 heads x 64, 8 classes; the
+homophilous graphs at average degree 20 (100k nodes / 2.0M edges and 400k / 8.0M), the
+power-law (R-MAT) graph at 100k nodes, 20 edges per node drawn before duplicates go.
+
+What each suite holds was set by its cost on the 2-core machine, measured while other
+jobs shared it (so an upper estimate), with one warm-up + three timed epochs per run and
+ten runs per case (DGL, then sar/sa/one-shot at N = 1, 2, 4):
+
+* ``quick``: SAGE on the 100k homophilous graph, 314 s in all (about 20-45 s a run).
+* ``full``: the quick case plus GCN 100k (about 5 min: runs as SAGE's), GAT 100k (about
+  13 min: 90 s for DGL, 57-73 s a run at N=4), SAGE on the 100k power-law graph (about
+  4.5 min) and SAGE on the 400k homophilous graph (about 12 min: 63 s for DGL, 85 s a
+  run at N=4, including its METIS partitioning): about 40 minutes in all.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+MODES = ("sar", "sa", "one-shot")
+WORLD_SIZES = (1, 2, 4)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One graph and one model, run side by side in every selected mode and world size.
+
+    ``hidden`` is the width per head for GAT (hidden layers have ``heads`` heads).
+    """
+
+    model: str
+    graph: str = "synthetic"
+    num_nodes: int = 100_000
+    avg_degree: float = 20.0
+    feat_dim: int = 128
+    hidden: int = 256
+    heads: int = 4
+    num_classes: int = 8
+    epochs: int = 3
+    warmup: int = 1
+
+    @property
+    def name(self) -> str:
+        """E.g. ``sage-homophilous-100k``: model, graph and size (so overrides rename it)."""
+        graph = "homophilous" if self.graph == "synthetic" else self.graph
+        size = f"{self.num_nodes // 1000}k" if self.num_nodes % 1000 == 0 else \
+            str(self.num_nodes)
+        return f"{self.model}-{graph}-{size}"
+
+    def with_overrides(self, **changes) -> "Case":
+        """A copy with the given fields changed (``None`` values are ignored)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+SAGE_100K = Case("sage")
+GCN_100K = Case("gcn")
+GAT_100K = Case("gat", hidden=64)
+SAGE_400K = Case("sage", num_nodes=400_000)
+SAGE_POWERLAW = Case("sage", graph="powerlaw")
+
+SUITES: dict[str, list[Case]] = {
+    "quick": [SAGE_100K],
+    "full": [SAGE_100K, GCN_100K, GAT_100K, SAGE_POWERLAW, SAGE_400K],
+}

@@ -1,0 +1,214 @@
+"""Benchmark suite: memory, time and traffic of sarlite side by side with single-process DGL.
+
+    python -m benchmarks.run --suite quick          # < 10 min on 2 cores (make bench)
+    python -m benchmarks.run --suite full --fresh   # about 40 min on 2 cores
+    python -m benchmarks.run --suite full --cases gat-homophilous-100k --world-sizes 4
+
+For every case of the suite (a graph and a model, see benchmarks/cases.py) it trains, in
+this one invocation and with the same initial parameters:
+
+* single-process DGL on the unpartitioned graph (mode ``dgl``);
+* sarlite in modes sar, sa and one-shot on N = 1, 2 and 4 torchrun workers (gloo, one
+  thread per worker, METIS partitions made once and cached in benchmarks/results/tmp).
+
+Each run is its own set of processes, so a peak is that run's alone. Per run it records
+the median epoch time over the timed epochs after the warm-up, per-worker memory (RSS
+high-water mark, its growth during the timed epochs, and on CUDA the torch allocator's
+peak; on CPU torch exposes no allocator counter, so RSS is the measure), the halo bytes
+per epoch from sarlite's traffic counters (all workers together) and the analytic lower
+bound from the partition (benchmarks/bound.py).
+
+Output, in --out (default benchmarks/results/<suite>): runs/<case>/<run>.json (one per
+run, per-worker detail included), summary.md (table with ratios against DGL and against
+the bound; targets with PASS/FAIL and margin), summary.json, and plots/<case>.png (memory
+per worker and epoch time against N, per mode). The report covers every run JSON in the
+directory, so partial runs add to or replace earlier ones; --fresh starts empty.
+A run that fails or times out is reported as failed and the suite goes on; the exit
+status is then 1.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from . import common
+from .bound import expected_bytes, layer_exchanges, lower_bound
+from .cases import MODES, SUITES, WORLD_SIZES, Case
+from .report import HALO_KINDS, write_report
+
+
+def _worker_args(case: Case, pipeline_depth: int, device: str) -> list[str]:
+    return ["--model", case.model, "--hidden", str(case.hidden), "--heads", str(case.heads),
+            "--num-classes", str(case.num_classes), "--epochs", str(case.epochs),
+            "--warmup", str(case.warmup), "--pipeline-depth", str(pipeline_depth),
+            "--device", device]
+
+
+def summarise(case: Case, mode: str, world: int, workers: list[dict],
+              halo_nodes: list[int]) -> dict:
+    """One run's record: per-worker maxima, per-epoch time (slowest worker), traffic."""
+    epochs = [max(w["epoch_times"][i] for w in workers) for i in range(case.epochs)]
+    sent = [w["traffic_per_epoch"] for w in workers]
+    halo = sum(v["sent"] for t in sent for k, v in t.items() if k in HALO_KINDS)
+    other = sum(v["sent"] for t in sent for k, v in t.items() if k not in HALO_KINDS)
+    exchanges = layer_exchanges(case.model, case.feat_dim, case.hidden, case.num_classes,
+                                heads=case.heads)
+
+    def top(key):
+        values = [w[key] for w in workers if w[key] is not None]
+        return max(values) if values else None
+    return {"case": case.name, "model": case.model, "params": asdict(case), "mode": mode,
+            "world_size": world,
+            "run": "dgl" if mode == "dgl" else f"{mode} N={world}",
+            "median_epoch_s": statistics.median(epochs), "epoch_times": epochs,
+            "peak_rss_mib": max(max(w["hwm_setup_mib"], w["peak_rss_mib"]) for w in workers),
+            "growth_mib": top("growth_mib"),
+            "allocator_peak_mib": top("allocator_peak_mib"),
+            "allocator_growth_mib": top("allocator_growth_mib"),
+            "halo_bytes_per_epoch": halo, "other_bytes_per_epoch": other,
+            "halo_nodes": halo_nodes, "bound_bytes": lower_bound(halo_nodes, exchanges),
+            "expected_bytes": 0 if mode == "dgl" else
+            expected_bytes(halo_nodes, exchanges, case.model, mode),
+            "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"), "workers": workers}
+
+
+def _halo_nodes(config: Path) -> list[int]:
+    from sarlite.partition.report import partition_report
+    return partition_report(config).halo_nodes
+
+
+def run_case(case: Case, modes: list[str], world_sizes: list[int], args, out: Path,
+             counter: list[int], total: int) -> bool:
+    """All selected runs of one case; each record goes to ``out/runs/<case>/``."""
+    ok = True
+    runs_dir = out / "runs" / case.name
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    extra = _worker_args(case, args.pipeline_depth, args.device)
+    graph = common.cached_graph(case.num_nodes, case.avg_degree, case.feat_dim, case.graph,
+                                args.cache)
+    plan = ([("dgl", 1)] if "dgl" in modes else []) + [
+        (m, n) for n in world_sizes for m in modes if m != "dgl"]
+    for mode, world in plan:
+        counter[0] += 1
+        label = "dgl" if mode == "dgl" else f"{mode} N={world}"
+        print(f"[{counter[0]}/{total}] {case.name} {label} ...", end=" ", flush=True)
+        start = time.perf_counter()
+        try:
+            if mode == "dgl":
+                halo = [0]
+                workers = common.run_json([sys.executable, "-m", "benchmarks.worker", "--mode",
+                                           "dgl", "--graph", str(graph), *extra], args.timeout)
+            else:
+                _, config = common.cached_partition(case.num_nodes, case.avg_degree,
+                                                    case.feat_dim, world, case.graph,
+                                                    args.cache)
+                halo = _halo_nodes(config)
+                workers = common.run_json(common.torchrun(
+                    world, "benchmarks.worker", ["--mode", mode, "--config", str(config),
+                                                 *extra]), args.timeout)
+            record = summarise(case, mode, world, workers, halo)
+            record.update(pipeline_depth=args.pipeline_depth, device=args.device)
+        except (RuntimeError, subprocess.TimeoutExpired) as err:
+            ok = False
+            record = {"case": case.name, "model": case.model, "mode": mode,
+                      "world_size": world, "run": label, "error": str(err)[-2000:]}
+            print(f"FAILED after {time.perf_counter() - start:.0f} s: "
+                  f"{str(err).splitlines()[0][:200]}", flush=True)
+        else:
+            bound = record["bound_bytes"]
+            vs = f" ({record['halo_bytes_per_epoch'] / bound:.3f}x bound)" if bound else ""
+            print(f"{time.perf_counter() - start:.0f} s: epoch {record['median_epoch_s']:.2f} s, "
+                  f"peak {record['peak_rss_mib']:.0f} MiB, growth {record['growth_mib']:.0f} "
+                  f"MiB, halo {record['halo_bytes_per_epoch'] / 2**20:.1f} MiB/epoch{vs}",
+                  flush=True)
+        name = label.replace(" ", "_").replace("=", "")
+        (runs_dir / f"{name}.json").write_text(json.dumps(record, indent=1))
+    return ok
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.run", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--suite", choices=sorted(SUITES), default="quick",
+                        help="which cases (default quick)")
+    parser.add_argument("--cases", nargs="+", metavar="NAME",
+                        help="only these cases of the suite")
+    parser.add_argument("--models", nargs="+", choices=("sage", "gcn", "gat"),
+                        help="only cases of these models")
+    parser.add_argument("--modes", nargs="+", choices=("dgl",) + MODES,
+                        default=["dgl", *MODES], help="runs to make (default all)")
+    parser.add_argument("--world-sizes", nargs="+", type=int, default=list(WORLD_SIZES),
+                        metavar="N", help="sarlite worker counts (default 1 2 4)")
+    sizes = parser.add_argument_group("overrides for every selected case (tests, tries)")
+    sizes.add_argument("--num-nodes", type=int)
+    sizes.add_argument("--avg-degree", type=float)
+    sizes.add_argument("--hidden", type=int, help="hidden width (per head for GAT)")
+    sizes.add_argument("--epochs", type=int, help="timed epochs (>= 3 for reported medians)")
+    sizes.add_argument("--warmup", type=int, help="warm-up epochs before timing")
+    parser.add_argument("--pipeline-depth", type=int, default=1,
+                        help="shards fetched ahead in sar/sa modes (default 1)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="cuda: worker r on GPU r mod #GPUs, gloo still carries the "
+                             "exchanges; allocator peaks are then measured")
+    parser.add_argument("--out", type=Path, help="results folder "
+                        "(default benchmarks/results/<suite>)")
+    parser.add_argument("--cache", type=Path, default=common.CACHE,
+                        help="where generated graphs and partitions are kept")
+    parser.add_argument("--fresh", action="store_true",
+                        help="empty the results folder first (else runs add up)")
+    parser.add_argument("--timeout", type=float, default=1200,
+                        help="seconds per run before it is killed and marked failed")
+    return parser
+
+
+def select(args, parser) -> list[Case]:
+    """The suite's cases after the selection and override options."""
+    cases = SUITES[args.suite]
+    if args.cases:
+        unknown = set(args.cases) - {c.name for c in cases}
+        if unknown:
+            parser.error(f"unknown case(s) {sorted(unknown)} in suite {args.suite}; "
+                         f"choose from {[c.name for c in cases]}")
+        cases = [c for c in cases if c.name in args.cases]
+    if args.models:
+        cases = [c for c in cases if c.model in args.models]
+    if not cases:
+        parser.error("the selection leaves no case to run")
+    if any(n < 1 for n in args.world_sizes):
+        parser.error("world sizes must be >= 1")
+    return [c.with_overrides(num_nodes=args.num_nodes, avg_degree=args.avg_degree,
+                             hidden=args.hidden, epochs=args.epochs, warmup=args.warmup)
+            for c in cases]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    cases = select(args, parser)
+    out = args.out or common.RESULTS / args.suite
+    if args.fresh and out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    sar_runs = len([m for m in args.modes if m != "dgl"]) * len(args.world_sizes)
+    total = len(cases) * (sar_runs + ("dgl" in args.modes))
+    print(f"benchmarks.run: suite {args.suite}, {len(cases)} case(s), {total} runs -> {out}",
+          flush=True)
+    start = time.perf_counter()
+    ok, counter = True, [0]
+    for case in cases:
+        ok &= run_case(case, args.modes, args.world_sizes, args, out, counter, total)
+    table = write_report(out, args.suite)
+    print(f"done in {time.perf_counter() - start:.0f} s; table: {table}", flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""One measured training run: single-process DGL, or one torchrun worker of sarlite.
+
+    python -m benchmarks.worker --mode dgl --graph G.dgl --result-dir DIR [options]
+    torchrun --nproc_per_node=N -m benchmarks.worker --mode sar --config P.json --result-dir DIR
+
+Not meant to be run by hand: :mod:`benchmarks.run` and :mod:`benchmarks.largest` launch it.
+Each process trains the model for ``--warmup`` epochs, then ``--epochs`` timed epochs, and
+writes ``rank<r>.json`` into ``--result-dir`` with:
+
+* ``epoch_times``: wall time of each timed epoch (forward, loss, backward, gradient
+  all-reduce, optimizer step), seconds;
+* ``rss_before_mib``: RSS after the warm-up, just before the timed epochs;
+* ``hwm_setup_mib``: RSS high-water mark from process start to the end of the warm-up
+  (loading, sparse formats, optimizer state, the first epoch);
+* ``peak_rss_mib``: RSS high-water mark during the timed epochs; ``growth_mib`` is that
+  minus ``rss_before_mib``: the transient memory of a training step;
+* ``allocator_peak_mib`` / ``allocator_growth_mib``: the CUDA caching allocator's peak
+  bytes in use during the timed epochs (``torch.cuda.max_memory_allocated``) and that minus
+  the bytes in use before them; ``null`` on CPU, where torch exposes no allocator counter
+  and the RSS is the measure;
+* ``traffic_per_epoch``: ``{kind: {"sent", "received"}}`` bytes per timed epoch from
+  :mod:`sarlite.comm.traffic`.
+
+Runs must start with ``MALLOC_MMAP_THRESHOLD_`` fixed (see :func:`benchmarks.common.run_json`)
+so that freed tensors leave the RSS and the high-water mark sees the real peak.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from . import common
+
+MODES = ("dgl", "sar", "sa", "one-shot")
+
+
+def _device(name: str):
+    """``cpu``, or this worker's GPU (``LOCAL_RANK`` modulo the GPU count) for ``cuda``."""
+    import torch
+    if name == "cpu":
+        return torch.device("cpu")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    return torch.device("cuda", local % torch.cuda.device_count())
+
+
+class _Probe:
+    """RSS (and, on CUDA, allocator) readings around the timed epochs."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def start(self) -> dict:
+        import torch
+        reading = {"hwm_setup_mib": common.peak_rss_mib(), "rss_before_mib": common.rss_mib()}
+        common.reset_peak_rss()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._allocated = torch.cuda.memory_allocated(self.device)
+        return reading
+
+    def stop(self, before: dict) -> dict:
+        import torch
+        peak = common.peak_rss_mib()
+        out = dict(before, peak_rss_mib=peak, growth_mib=peak - before["rss_before_mib"],
+                   allocator_peak_mib=None, allocator_growth_mib=None)
+        if self.device.type == "cuda":
+            top = torch.cuda.max_memory_allocated(self.device)
+            out.update(allocator_peak_mib=top / 2**20,
+                       allocator_growth_mib=(top - self._allocated) / 2**20)
+        return out
+
+
+def _train(graph, feats, model, args, num_train: float, sync, device) -> dict:
+    """``args.warmup`` + ``args.epochs`` epochs of full-graph Adam; measured timed epochs."""
+    import torch
+    import torch.nn.functional as F
+
+    from sarlite.comm import traffic
+
+    x, labels = feats["feat"].to(device), feats["label"].to(device)
+    mask = feats["train_mask"].bool().to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    probe = _Probe(device)
+    times = []
+    for epoch in range(args.warmup + args.epochs):
+        if epoch == args.warmup:
+            traffic.reset()
+            before = probe.start()
+        start = time.perf_counter()
+        out = model(graph, x)
+        loss = F.cross_entropy(out[mask], labels[mask], reduction="sum") / num_train
+        optimizer.zero_grad()
+        loss.backward()
+        sync(model)
+        optimizer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+        del out, loss
+    result = probe.stop(before)
+    result["epoch_times"] = times[args.warmup:]
+    result["traffic_per_epoch"] = {
+        kind: {k: v / args.epochs for k, v in counts.items()}
+        for kind, counts in traffic.snapshot().items()}
+    return result
+
+
+def run(args) -> None:
+    """Load the graph (or this worker's partition), train, write this process's JSON."""
+    import dgl
+    import torch
+
+    import sarlite
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    device = _device(args.device)
+    if args.mode == "dgl":
+        graph = dgl.load_graphs(args.graph)[0][0]
+        feats = graph.ndata
+        graph = graph.to(device)
+        rank, sync, num_train = 0, (lambda m: None), float(feats["train_mask"].sum())
+    else:
+        rank, _ = sarlite.init(backend="gloo")
+        data = sarlite.load_partition_data(args.config)
+        feats = data.node_features
+        graph = sarlite.construct_full_graph(data, mode=args.mode,
+                                             pipeline_depth=args.pipeline_depth, device=device)
+        count = feats["train_mask"].sum().float().reshape(1)
+        torch.distributed.all_reduce(count)
+        sync, num_train = sarlite.all_reduce_gradients, float(count)
+    model = common.build_model(args.model, feats["feat"].shape[1], args.hidden,
+                               args.num_classes, heads=args.heads).to(device)
+    if args.mode != "dgl":
+        sarlite.sync_params(model)
+    result = _train(graph, feats, model, args, num_train, sync, device)
+    result.update(rank=rank, device=str(device))
+    common.write_result(args.result_dir, rank, result)
+    if args.mode != "dgl":
+        sarlite.finalize()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mode", required=True, choices=MODES)
+    parser.add_argument("--graph", help="saved unpartitioned graph (mode dgl)")
+    parser.add_argument("--config", help="partition config JSON (sarlite modes)")
+    parser.add_argument("--result-dir", required=True)
+    parser.add_argument("--model", default="sage", choices=("sage", "gcn", "gat"))
+    parser.add_argument("--hidden", type=int, default=256, help="hidden width (per head, GAT)")
+    parser.add_argument("--heads", type=int, default=4, help="GAT heads of hidden layers")
+    parser.add_argument("--num-classes", type=int, default=8)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--pipeline-depth", type=int, default=1)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    args = parser.parse_args()
+    if (args.mode == "dgl") != (args.graph is not None) or \
+            (args.mode != "dgl") != (args.config is not None):
+        parser.error("mode dgl needs --graph (and no --config); sarlite modes need --config")
+    if args.epochs < 1 or args.warmup < 0:
+        parser.error("need --epochs >= 1 and --warmup >= 0")
+    run(args)
+
+
+if __name__ == "__main__":
+    main()

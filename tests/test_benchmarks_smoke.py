@@ -1,0 +1,123 @@
+"""The benchmark harness on a tiny graph: well-formed results, counters equal to the bound.
+
+Timings and memory targets are never asserted here (they are the suite's report); this
+keeps the benchmark code from rotting and checks that the traffic it reports is the
+traffic the analytic model of each mode predicts, byte for byte.
+"""
+import json
+import sys
+
+import pytest
+
+from benchmarks import run
+from benchmarks.common import cached_partition
+from benchmarks.bound import LayerExchange, layer_exchanges
+from benchmarks.capped import run_capped
+from sarlite.partition.report import partition_report
+
+CASES = ["sage-homophilous-100k", "gat-homophilous-100k"]
+NUM_NODES, HIDDEN, WORLD = 1500, 128, 2
+RUNS = ["dgl", f"sar N={WORLD}", f"one-shot N={WORLD}"]
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    """One tiny run of the harness: two cases x (DGL, sar and one-shot on 2 workers)."""
+    out = tmp_path_factory.mktemp("bench")
+    status = run.main(["--suite", "full", "--cases", *CASES, "--num-nodes", str(NUM_NODES),
+                       "--avg-degree", "5", "--hidden", str(HIDDEN), "--world-sizes",
+                       str(WORLD), "--modes", "dgl", "sar", "one-shot", "--timeout", "120",
+                       "--out", str(out), "--cache", str(out / "cache")])
+    assert status == 0
+    return out
+
+
+def _records(out):
+    return {(r["case"], r["run"]): r
+            for r in json.loads((out / "summary.json").read_text())["runs"]}
+
+
+def _tiny(case):
+    return case.replace("100k", str(NUM_NODES))
+
+
+def test_layer_exchanges_follow_what_each_dgl_layer_aggregates():
+    # SAGE 128 -> 256 -> 256 -> 8: raw features (no gradient), then 256, then projected to 8
+    assert layer_exchanges("sage", 128, 256, 8) == [
+        LayerExchange(128, False), LayerExchange(256, True), LayerExchange(8, True)]
+    # GAT 4 heads x 64: projected features plus one attention logit per head, all learned
+    assert layer_exchanges("gat", 128, 64, 8, heads=4) == [
+        LayerExchange(260, True), LayerExchange(260, True), LayerExchange(9, True)]
+
+
+def test_every_run_writes_a_record_with_one_entry_per_worker(suite):
+    for case in CASES:
+        for run_name in RUNS:
+            path = suite / "runs" / _tiny(case) / (
+                run_name.replace(" ", "_").replace("=", "") + ".json")
+            record = json.loads(path.read_text())
+            assert "error" not in record
+            assert len(record["workers"]) == (1 if run_name == "dgl" else WORLD)
+            assert len(record["epoch_times"]) == 3
+            assert all(t > 0 for t in record["epoch_times"])
+            assert record["peak_rss_mib"] >= max(w["rss_before_mib"] for w in record["workers"])
+            assert record["allocator_peak_mib"] is None        # CPU: RSS is the measure
+
+
+def test_halo_bytes_equal_the_bound_computed_from_the_partition(suite):
+    records = _records(suite)
+    for case in CASES:
+        model = case.split("-")[0]
+        widths = layer_exchanges(model, 128, HIDDEN, 8)
+        per_node = sum(e.width * (1 + e.needs_grad) for e in widths) * 4
+        for run_name in RUNS[1:]:
+            record = records[(_tiny(case), run_name)]
+            _, config = cached_partition(NUM_NODES, 5, 128, WORLD, cache=suite / "cache")
+            halo = partition_report(config).halo_nodes
+            assert record["halo_nodes"] == halo and sum(halo) > 0
+            assert record["bound_bytes"] == sum(halo) * per_node
+            # sar on GAT rematerializes u_add_v / u_mul_e: one more forward-sized fetch
+            factor = 1.5 if (model, run_name.split()[0]) == ("gat", "sar") else 1.0
+            assert record["halo_bytes_per_epoch"] == factor * record["bound_bytes"]
+            assert record["expected_bytes"] == record["halo_bytes_per_epoch"]
+
+
+def test_summary_table_lists_every_run_and_every_target(suite):
+    text = (suite / "summary.md").read_text()
+    for case in CASES:
+        for run_name in RUNS:
+            assert f"| {_tiny(case)} | {run_name} |" in text
+    targets = [t for t in json.loads((suite / "summary.json").read_text())["targets"]
+               if t["case"] in map(_tiny, CASES)]      # not the largest-graph search's
+    assert len(targets) == 4 * len(CASES)
+    for target in targets:
+        assert f"| {target['target']} | {target['case']} |" in text
+        assert target["status"] in ("PASS", "FAIL", "not measured")
+    halo = [t for t in targets if t["target"].startswith("halo bytes")]
+    assert [t["status"] for t in halo] == ["PASS", "PASS"]
+
+
+def test_plots_are_png_images_of_three_panels(suite):
+    import matplotlib.image
+
+    for case in CASES:
+        path = suite / "plots" / f"{_tiny(case)}.png"
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        height, width, _ = matplotlib.image.imread(path).shape
+        assert width > 2 * height > 0
+
+
+def test_memory_cap_kills_a_process_that_grows_past_it():
+    grow = "import time; x = bytearray(400 * 2**20); x[::4096] = b'1' * len(x[::4096]); " \
+           "time.sleep(30)"
+    result = run_capped([sys.executable, "-c", grow], per_process_mib=200, total_mib=10**6,
+                        timeout=60)
+    assert result.status == "exceeded cap"
+    assert result.seconds < 20 and result.peak_process_mib > 200
+
+
+def test_memory_cap_lets_a_small_process_finish():
+    result = run_capped([sys.executable, "-c", "print('fine')"], per_process_mib=500,
+                        total_mib=10**6, timeout=60)
+    assert (result.status, result.output_tail.strip()) == ("ok", "fine")
+    assert result.peak_process_mib < 500
