@@ -14,7 +14,8 @@ from .partition import (EdgePartitionPolicy, NodePartitionPolicy,  # noqa: E402
                         load_partition_book, partition_graph, partition_report)
 from .kv import (DistEmbedding, DistTensor, KVStore, SparseAdagrad,  # noqa: E402
                  SparseAdam)
-from .sampling import DistGraph  # noqa: E402
+from .sampling import (DistGraph, DistNeighborSampler, DistNodeDataLoader,  # noqa: E402
+                       edge_split, in_subgraph, node_split, sample_neighbors)
 
 __version__ = "0.1.0"
 
@@ -29,11 +30,12 @@ def initialize(ip_config: str | None = None, backend: str | None = None,
     return init(backend=backend, timeout=timeout, device=device)
 
 
-__all__ = ["Config", "DistEmbedding", "DistGraph", "DistTensor", "DistributedBatchNorm1d",
-           "DistributedBlock", "EdgePartitionPolicy", "GraphShardManager", "KVStore",
-           "NodePartitionPolicy", "PartitionData", "PartitionReport", "RangePartitionBook",
-           "SparseAdagrad", "SparseAdam", "all_reduce_gradients", "construct_full_graph",
-           "construct_mfgs", "edge_softmax", "finalize", "init", "initialize",
-           "install_edge_softmax", "load_partition", "load_partition_book", "load_partition_data",
-           "message_has_parameters", "partition_graph", "partition_report", "sync_params",
-           "uninstall_edge_softmax"]
+__all__ = ["Config", "DistEmbedding", "DistGraph", "DistNeighborSampler",
+           "DistNodeDataLoader", "DistTensor", "DistributedBatchNorm1d", "DistributedBlock",
+           "EdgePartitionPolicy", "GraphShardManager", "KVStore", "NodePartitionPolicy",
+           "PartitionData", "PartitionReport", "RangePartitionBook", "SparseAdagrad",
+           "SparseAdam", "all_reduce_gradients", "construct_full_graph", "construct_mfgs",
+           "edge_softmax", "edge_split", "finalize", "in_subgraph", "init", "initialize",
+           "install_edge_softmax", "load_partition", "load_partition_book",
+           "load_partition_data", "message_has_parameters", "node_split", "partition_graph",
+           "partition_report", "sample_neighbors", "sync_params", "uninstall_edge_softmax"]
