@@ -104,8 +104,14 @@ def _sample_owned(g, requests: list[torch.Tensor], fanout: int, edge_dir: str,
             src = dst = local_eids = torch.zeros(0, dtype=torch.int64)
     nid = part.ndata[dgl.NID]
     rows = torch.stack([nid[src], nid[dst], part.edata[dgl.EID][local_eids]], 1)
-    seed_end = rows[:, 1] if edge_dir == "in" else rows[:, 0]
-    return [rows[torch.isin(seed_end, asked)] for asked in requests]
+    seed_end = (rows[:, 1] if edge_dir == "in" else rows[:, 0]) - lo
+    asked_by = torch.zeros(int(book.node_ranges[book.partid, 1]) - lo, dtype=torch.bool)
+    answers = []
+    for asked in requests:
+        asked_by[asked - lo] = True
+        answers.append(rows[asked_by[seed_end]])
+        asked_by[asked - lo] = False
+    return answers
 
 
 def _gather_edges(g, seeds, fanout: int, edge_dir: str, prob: str | None,
