@@ -83,6 +83,19 @@ class OptimConfig(_Section):
     weight_decay: float = Field(5e-4, ge=0, description="weight decay")
 
 
+class SamplingConfig(_Section):
+    fanouts: list[int] = Field(description="neighbours sampled per node for each layer, "
+                               "input layer first (-1: all); one entry per model layer")
+    batch_size: int = Field(ge=1, description="seed (training) nodes per rank and step")
+
+    @model_validator(mode="after")
+    def _fanouts(self):
+        if not self.fanouts or any(f < -1 or f == 0 for f in self.fanouts):
+            raise ValueError(f"fanouts must be a non-empty list of positive integers (or "
+                             f"-1 for all neighbours), got {self.fanouts}")
+        return self
+
+
 class TrainConfig(_Section):
     epochs: int = Field(200, ge=1, description="training epochs")
     eval_every: int = Field(1, ge=1, description="evaluate every k epochs")
@@ -92,6 +105,9 @@ class TrainConfig(_Section):
     checkpoint_every: int = Field(0, ge=0, description="save a checkpoint every k epochs "
                                   "(0: never)")
     resume: bool = Field(False, description="continue from the latest checkpoint in out_dir")
+    sampling: Optional[SamplingConfig] = Field(
+        None, description="mini-batch training on sampled neighbourhoods, {fanouts, "
+        "batch_size}; evaluation stays one exact full-graph pass (null: full-batch)")
 
 
 class Config(_Section):
@@ -101,6 +117,19 @@ class Config(_Section):
     engine: EngineConfig = EngineConfig()
     optim: OptimConfig = OptimConfig()
     train: TrainConfig = TrainConfig()
+
+    @model_validator(mode="after")
+    def _sampled_model(self):
+        sampling, model = self.train.sampling, self.model
+        if sampling is None:
+            return self
+        if model.type in ("mlp", "sgc", "appnp"):
+            raise ValueError(f"train.sampling needs a layer-per-block model (gcn, sage, "
+                             f"gat, gin), not model.type={model.type!r}")
+        if len(sampling.fanouts) != model.layers:
+            raise ValueError(f"train.sampling.fanouts has {len(sampling.fanouts)} entries "
+                             f"but the model has {model.layers} layers: give one per layer")
+        return self
 
     def digest(self, *sections: str) -> str:
         """Stable hash of the named sections (all when none are named)."""

@@ -17,6 +17,7 @@ from .config import Config, ConfigError
 from .models import build_model, graphs_needed
 from .outputs import MetricsLog, plot_curves, write_summary
 from .partitions import prepare_partitions
+from .sampled import sampled_loader
 
 SPLITS = ("train", "val", "test")
 
@@ -85,6 +86,19 @@ def _train_step(model, optimizer, batch: Batch, num_train: float) -> float:
     return float(_global([loss.item()])[0])
 
 
+def _sampled_epoch(model, optimizer, loader) -> float:
+    """One pass over the sampled batches (a step each); the mean of the steps' global
+    losses. Collective: every rank gets the same number of batches from the loader."""
+    losses = []
+    for _, output_nodes, blocks in loader:
+        count = float(_global([float(output_nodes.numel())])[0])
+        batch = Batch(blocks, blocks[0].srcdata["feat"].float(),
+                      blocks[-1].dstdata["label"].long(),
+                      {"train": torch.ones(output_nodes.numel(), dtype=torch.bool)})
+        losses.append(_train_step(model, optimizer, batch, count))
+    return sum(losses) / len(losses)
+
+
 @torch.no_grad()
 def _evaluate(model, batch: Batch) -> dict:
     """Global loss and accuracy of each split from one full-graph pass (collective)."""
@@ -132,6 +146,8 @@ def run(cfg: Config) -> dict:
     if num_train == 0:
         raise ConfigError(f"dataset {cfg.dataset.name!r} has no training nodes")
 
+    loader = sampled_loader(cfg, part_config, rank) if cfg.train.sampling else None
+
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.model, in_dim, num_classes)
     comm.sync_params(model)
@@ -151,7 +167,10 @@ def run(cfg: Config) -> dict:
         tick = time.perf_counter()
         # "loss": the training pass (dropout on, before the step); evaluation adds
         # "{split}_loss" / "{split}_acc" from a separate pass after the step
-        row = {"epoch": epoch, "loss": _train_step(model, optimizer, batch, num_train)}
+        row = {"epoch": epoch,
+               "loss": _sampled_epoch(model, optimizer, loader) if loader is not None
+               else _train_step(model, optimizer, batch, num_train),
+               "train_time": time.perf_counter() - tick}       # without the evaluation
         if (epoch + 1) % cfg.train.eval_every == 0 or epoch + 1 == cfg.train.epochs:
             row.update(_evaluate(model, batch))
             if row["val_acc"] > best["val_acc"]:

@@ -1,0 +1,34 @@
+"""The mini-batch side of sampled training: this rank's loader of sampled blocks.
+
+With ``train.sampling`` set, each epoch walks this rank's even share of the training
+nodes (:func:`sarlite.sampling.node_split`) in shuffled batches of
+``train.sampling.batch_size`` seeds; each batch carries one sampled block per layer with
+``feat`` on the input nodes and ``label`` on the seeds, pulled through the KV layer.
+Evaluation stays one exact full-graph pass (:mod:`sarlite.train.loop`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import dgl
+
+from ..sampling import DistGraph, DistNeighborSampler, DistNodeDataLoader, node_split
+from .config import Config
+
+
+def sampled_loader(cfg: Config, part_config: Path, rank: int) -> DistNodeDataLoader:
+    """The loader of sampled training batches for this rank.
+
+    Seeds DGL's sampling generator with ``train.seed * 1000 + rank`` (the rank's dropout
+    stream seed, as in the loop), so a run is reproducible.
+
+    Collective: every rank builds it at the same point (the ``DistGraph``, the pull of
+    the training mask, the loader's size exchange), and every batch is a collective.
+    """
+    graph = DistGraph(str(part_config))
+    train_nids = node_split(graph.ndata["train_mask"], graph.get_partition_book())
+    sampler = DistNeighborSampler(cfg.train.sampling.fanouts, prefetch_node_feats=["feat"],
+                                  prefetch_labels=["label"])
+    dgl.seed(cfg.train.seed * 1000 + rank)
+    return DistNodeDataLoader(graph, train_nids, sampler,
+                              batch_size=cfg.train.sampling.batch_size, shuffle=True)
