@@ -1,4 +1,4 @@
-"""DistNodeDataLoader: DGL blocks that dgl.nn runs unchanged, the same batch count everywhere."""
+"""DistNodeDataLoader: blocks that dgl.nn runs unchanged, one batch count on every rank."""
 import dgl
 import dgl.nn as dglnn
 import pytest
@@ -16,7 +16,8 @@ TOL = {"rtol": 1e-5, "atol": 1e-6}
 class SAGE(nn.Module):
     def __init__(self):
         super().__init__()
-        self.convs = nn.ModuleList([dglnn.SAGEConv(4, 5, "mean"), dglnn.SAGEConv(5, 3, "mean")])
+        self.convs = nn.ModuleList([dglnn.SAGEConv(4, 5, "mean"),
+                                    dglnn.SAGEConv(5, 3, "mean")])
 
     def forward(self, blocks, x):
         h = torch.relu(self.convs[0](blocks[0], x))

@@ -19,7 +19,8 @@ def _sampling_graphs(rank, world, config):
         refused = "no error"
     except RuntimeError as err:
         refused = str(err)
-    return sg.num_nodes(), src, dst, sg.edata[dgl.EID], g.edata["w"], data.node_ranges, refused
+    return (sg.num_nodes(), src, dst, sg.edata[dgl.EID], g.edata["w"], data.node_ranges,
+            refused)
 
 
 @pytest.fixture(scope="module", params=[2, 3])
@@ -39,7 +40,8 @@ def test_sampling_graph_holds_every_owned_in_edge_under_its_global_ids(partition
         assert num_nodes == g.num_nodes()
         lo, hi = ranges[rank].tolist()
         old = orig_e[eids]                           # the original id of every edge
-        assert torch.equal(orig_n[src], old_src[old]) and torch.equal(orig_n[dst], old_dst[old])
+        assert torch.equal(orig_n[src], old_src[old])
+        assert torch.equal(orig_n[dst], old_dst[old])
         assert bool(((dst >= lo) & (dst < hi)).all())
         assert torch.equal(w, g.edata["w"][old])     # same edge order as the manager's edata
         owned_in = int(torch.isin(old_dst, orig_n[lo:hi]).sum())

@@ -43,7 +43,8 @@ class DistNeighborSampler:
         No fanouts, or a fanout that is not an integer >= -1.
     """
 
-    def __init__(self, fanouts: Sequence[int], prob: str | None = None, replace: bool = False, prefetch_node_feats: Sequence[str] = (),
+    def __init__(self, fanouts: Sequence[int], prob: str | None = None,
+                 replace: bool = False, prefetch_node_feats: Sequence[str] = (),
                  prefetch_labels: Sequence[str] = ()):
         if len(fanouts) == 0:
             raise ValueError("fanouts needs one entry per layer, got none")
