@@ -86,22 +86,22 @@ def test_the_ranks_keep_working_after_the_errors(outcomes):
     assert outcomes[0]["after"] and outcomes[1]["after"]
 
 
-TIMEOUT_S = 2.0
+TIMEOUT_S = 3.0
 
 
 def _one_rank_calls(rank, world):
+    x = _setup(rank, world)                     # under the harness's long timeout
     port = [free_port()]
-    dist.broadcast_object_list(port, src=0)     # a new group, with a short timeout
+    dist.broadcast_object_list(port, src=0)     # then a new group with a short timeout
     dist.barrier()
     dist.destroy_process_group()
     os.environ["MASTER_PORT"] = str(port[0])
     sarlite.init(timeout=TIMEOUT_S)
-    x = _setup(rank, world)
     start = time.monotonic()
     if rank == 0:
         outcome = _outcome(lambda: x[torch.tensor([1, 8])])
     else:
-        time.sleep(4 * TIMEOUT_S)                # rank 1 never makes the call
+        time.sleep(3 * TIMEOUT_S)                # rank 1 never makes the call
         outcome = ("skipped", "")
     return outcome, time.monotonic() - start
 
@@ -111,4 +111,4 @@ def test_a_pull_made_by_only_some_ranks_times_out_with_a_clear_message():
     assert kind == "CollectiveError"
     assert message.startswith("pull of 'node~_N:x': sarlite: collective")
     assert "did not make the same call" in message
-    assert elapsed < 4 * TIMEOUT_S
+    assert 0.9 * TIMEOUT_S <= elapsed < 3 * TIMEOUT_S
