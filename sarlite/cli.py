@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--config", default=None, help="YAML config file")
     train.add_argument("--nproc", type=int, default=2,
                        help="number of workers = partitions (default 2)")
-    train.add_argument("--set", nargs="+", default=[], metavar="SECTION.KEY=VALUE",
+    train.add_argument("--set", nargs="+", action="extend", default=[], metavar="SECTION.KEY=VALUE",
                        help="override config fields, e.g. --set model.hidden=128")
     train.set_defaults(run=_train)
     return parser

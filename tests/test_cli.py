@@ -5,6 +5,7 @@ import sys
 import pytest
 
 from sarlite import cli
+from sarlite.train.__main__ import parser as train_parser
 
 
 def test_partition_command_writes_partitions_and_prints_the_report(tmp_path, capsys):
@@ -49,3 +50,12 @@ def test_missing_arguments_exit_with_usage(argv):
     with pytest.raises(SystemExit) as exc:
         cli.main(argv)
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("parse", [
+    lambda argv: cli.build_parser().parse_args(["train", *argv]),
+    lambda argv: train_parser().parse_args(argv)],
+    ids=["sarlite train", "python -m sarlite.train"])
+def test_repeated_set_options_all_apply(parse):
+    args = parse(["--set", "model.hidden=8", "--set", "train.epochs=2", "optim.lr=0.1"])
+    assert args.set == ["model.hidden=8", "train.epochs=2", "optim.lr=0.1"]

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from harness import spawn
 from sarlite import cli
 from sarlite.train import Config, load_config
+from sarlite.train.checkpoint import trajectory_hash
 from sarlite.train.models import build_model, graphs_needed
 from sarlite.train.partitions import dataset_graph
 
@@ -175,7 +176,17 @@ def test_resume_with_a_different_config_is_refused(tmp_path):
     cfg["model"]["hidden"] = 32
     cfg["train"]["resume"] = True
     message = _one_error_line(_launch(cfg, tmp_path))
-    assert "different dataset, partition, model, optimizer or seed" in message
+    assert "different dataset, partition, model, optimizer, seed or sampling" in message
+
+
+def test_checkpoints_of_different_sampling_settings_do_not_match():
+    full = load_config(None, ["model.layers=2"])
+    sampled = load_config(None, ["model.layers=2", "train.sampling={fanouts: [5, 5], "
+                                 "batch_size: 64}"])
+    wider = load_config(None, ["model.layers=2", "train.sampling={fanouts: [9, 9], "
+                               "batch_size: 64}"])
+    hashes = {trajectory_hash(cfg) for cfg in (full, sampled, wider)}
+    assert len(hashes) == 3
 
 
 def test_label_only_layers_train_exactly_like_the_full_graph(tmp_path):

@@ -21,7 +21,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=None,
                    help="YAML config (sections dataset, partition, model, engine, optim, "
                         "train); defaults for everything not given")
-    p.add_argument("--set", nargs="+", default=[], metavar="SECTION.KEY=VALUE",
+    p.add_argument("--set", nargs="+", action="extend", default=[], metavar="SECTION.KEY=VALUE",
                    help="override config fields, e.g. --set model.hidden=128 train.epochs=50")
     return p
 

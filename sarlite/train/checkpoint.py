@@ -14,7 +14,9 @@ FILE = "checkpoint.pt"
 
 def trajectory_hash(cfg: Config) -> str:
     """Hash of everything that shapes the training trajectory (not epochs or output)."""
-    return cfg.digest("dataset", "partition", "model", "optim") + str(cfg.train.seed)
+    sampling = cfg.train.sampling
+    return (cfg.digest("dataset", "partition", "model", "optim") + str(cfg.train.seed) +
+            (sampling.model_dump_json() if sampling is not None else ""))
 
 
 def save(out_dir: Path, cfg: Config, epoch: int, model, optimizer, best: dict,
@@ -58,7 +60,8 @@ def load(out_dir: Path, cfg: Config, model, optimizer, rank: int, world_size: in
                           f"workers; resume with the same number (got {world_size})")
     if payload["config_hash"] != trajectory_hash(cfg):
         raise ConfigError(f"checkpoint {path} was written with a different dataset, "
-                          f"partition, model, optimizer or seed; resume with that config")
+                          f"partition, model, optimizer, seed or sampling settings; resume with "
+                          f"that config")
     model.load_state_dict(payload["model"])
     optimizer.load_state_dict(payload["optimizer"])
     torch.set_rng_state(payload["rng"][rank])
