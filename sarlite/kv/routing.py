@@ -2,7 +2,8 @@
 
 A row-sharded tensor is split by a partition policy: rank ``p`` owns the contiguous id
 range of partition ``p``. Pulling sends each requested id to its owner and brings the row
-back; pushing sends ``(id, row)`` pairs to the owner. Both start with
+back (:func:`ask_owners`, the round trip that graph queries such as sampling use too);
+pushing sends ``(id, row)`` pairs to the owner. Both start with
 :func:`~sarlite.kv.protocol.exchange_ids` (sizes, then the ids with their header) and then
 move the rows with one more ``all_to_all_rows`` (sizes, then the payload). A rank's own
 ids never enter the exchange. Rows travel as raw bytes, so every dtype can be moved
@@ -64,6 +65,59 @@ def _owner_counts(owner: torch.Tensor) -> list[int]:
     return torch.bincount(owner, minlength=world_size()).tolist()
 
 
+def ask_owners(ids: torch.Tensor, owners: torch.Tensor,
+               serve: Callable[[list[torch.Tensor]], list[torch.Tensor]],
+               call: KVCall) -> list[torch.Tensor]:
+    """Send ``ids[i]`` to rank ``owners[i]``, let every rank answer, return the answers.
+
+    The round trip behind every pull and graph query: the checked id exchange
+    (:func:`~sarlite.kv.protocol.exchange_ids`), then one ``all_to_all_rows`` of the
+    answers. A rank's own ids and its answer to itself stay local.
+
+    Parameters
+    ----------
+    ids:
+        ``(n,)`` int64 ids; may be empty.
+    owners:
+        ``(n,)`` rank that owns each id, in ``[0, world_size)``.
+    serve:
+        Called once on every rank with ``requests``: ``requests[k]`` holds the ids rank
+        ``k`` sent here (``(n_k,)`` int64, in the order ``k`` listed them). It returns one
+        answer per rank: ``answers[k]`` is a tensor of rows for rank ``k`` (any number of
+        rows; the trailing shape and dtype must be the same on every rank). ``serve`` may
+        itself run collectives, since every rank calls it at the same point.
+    call:
+        Names the operation in errors (its tag must match on every rank) and the
+        traffic counter.
+
+    Returns
+    -------
+    list[torch.Tensor]
+        ``result[j]`` is rank ``j``'s answer to this rank's ids that ``j`` owns.
+
+    Collective and blocking: every rank must call it, also with no ids (two row
+    exchanges: the requests, then the answers). Start an operation with
+    :func:`~sarlite.kv.protocol.validated` so that a rank whose input is bad still takes
+    part in the request exchange.
+
+    Raises
+    ------
+    CollectiveError
+        Another rank's input was bad, it ran a different operation, or a rank died.
+    """
+    me = rank()
+    order = torch.sort(owners, stable=True).indices
+    chunks = list(ids[order].split(_owner_counts(owners)))
+    mine, chunks[me] = chunks[me], chunks[me][:0]
+    requests = exchange_ids(chunks, call)
+    requests[me] = mine
+    answers = serve(requests)
+    own_answer, answers[me] = answers[me], answers[me][:0]
+    received = all_to_all_rows(answers, kind=call.kind)
+    received[me] = own_answer
+    return received
+
+
 def pull_rows(ids: torch.Tensor, policy: Policy,
               serve: Callable[[torch.Tensor], torch.Tensor], call: KVCall) -> torch.Tensor:
     """Rows ``ids`` (``(n,)`` int64, checked) of a sharded tensor, in the caller's order.
@@ -74,17 +128,12 @@ def pull_rows(ids: torch.Tensor, policy: Policy,
     each row once. Collective and blocking: every rank calls it, possibly with no ids.
     Returns ``(n, *row_shape)``.
     """
-    me = rank()
     unique, inverse = torch.unique(ids, sorted=True, return_inverse=True)
-    # sorted ids are already grouped by owner, in rank order
-    chunks = list(unique.split(_owner_counts(policy.to_partid(unique))))
-    mine, chunks[me] = chunks[me], chunks[me][:0]
-    requests = exchange_ids(chunks, call)
-    local = serve(policy.to_local(mine))
-    answers = [_as_bytes(serve(policy.to_local(asked))) for asked in requests]
-    rows = [_from_bytes(got, local) for got in all_to_all_rows(answers, kind=call.kind)]
-    rows[me] = local
-    return torch.cat(rows)[inverse]
+    like = serve(policy.to_local(unique[:0]))
+    answers = ask_owners(unique, policy.to_partid(unique), lambda requests: [
+        _as_bytes(serve(policy.to_local(asked))) for asked in requests], call)
+    # sorted ids are grouped by owner in rank order, so the answers line up with them
+    return torch.cat([_from_bytes(got, like) for got in answers])[inverse]
 
 
 def push_rows(ids: torch.Tensor, values: torch.Tensor, policy: Policy,

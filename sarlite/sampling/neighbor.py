@@ -18,8 +18,8 @@ import torch
 
 from ..comm import exchange_sizes, world_size
 from ..kv.protocol import KVCall, validated
+from ..kv.routing import ask_owners
 from ..partition.book import as_id_tensor
-from .routing import ask_owners
 
 EDGE_DIRS = ("in", "out")
 
