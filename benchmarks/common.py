@@ -29,6 +29,16 @@ def peak_rss_mib() -> float:
     return _status_kib("VmHWM") / 1024
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """Machine-wide ``(steal, total)`` CPU ticks since boot, from ``/proc/stat``.
+
+    Steal is time the hypervisor gave this virtual machine's CPUs to other guests; a
+    share of it during a timed run slows that run for reasons outside the code.
+    """
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return fields[7], sum(fields[:8])
+
+
 def reset_peak_rss() -> None:
     """Restart the RSS high-water mark from the current RSS (Linux ``clear_refs`` 5)."""
     with open("/proc/self/clear_refs", "w") as f:

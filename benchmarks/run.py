@@ -72,6 +72,7 @@ def summarise(case: Case, mode: str, world: int, workers: list[dict],
             "growth_mib": top("growth_mib"),
             "allocator_peak_mib": top("allocator_peak_mib"),
             "allocator_growth_mib": top("allocator_growth_mib"),
+            "cpu_steal_pct": top("cpu_steal_pct"),
             "halo_bytes_per_epoch": halo, "other_bytes_per_epoch": other,
             "halo_nodes": halo_nodes, "bound_bytes": lower_bound(halo_nodes, exchanges),
             "expected_bytes": 0 if mode == "dgl" else
@@ -126,7 +127,8 @@ def run_case(case: Case, modes: list[str], world_sizes: list[int], args, out: Pa
             vs = f" ({record['halo_bytes_per_epoch'] / bound:.3f}x bound)" if bound else ""
             print(f"{time.perf_counter() - start:.0f} s: epoch {record['median_epoch_s']:.2f} s, "
                   f"peak {record['peak_rss_mib']:.0f} MiB, growth {record['growth_mib']:.0f} "
-                  f"MiB, halo {record['halo_bytes_per_epoch'] / 2**20:.1f} MiB/epoch{vs}",
+                  f"MiB, halo {record['halo_bytes_per_epoch'] / 2**20:.1f} MiB/epoch{vs}, "
+                  f"CPU steal {record['cpu_steal_pct']:.0f}%",
                   flush=True)
         name = label.replace(" ", "_").replace("=", "")
         (runs_dir / f"{name}.json").write_text(json.dumps(record, indent=1))

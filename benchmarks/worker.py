@@ -54,6 +54,7 @@ class _Probe:
         import torch
         reading = {"hwm_setup_mib": common.peak_rss_mib(), "rss_before_mib": common.rss_mib()}
         common.reset_peak_rss()
+        self._ticks = common.cpu_ticks()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -63,8 +64,10 @@ class _Probe:
     def stop(self, before: dict) -> dict:
         import torch
         peak = common.peak_rss_mib()
+        steal, total = (b - a for a, b in zip(self._ticks, common.cpu_ticks()))
         out = dict(before, peak_rss_mib=peak, growth_mib=peak - before["rss_before_mib"],
-                   allocator_peak_mib=None, allocator_growth_mib=None)
+                   allocator_peak_mib=None, allocator_growth_mib=None,
+                   cpu_steal_pct=100.0 * steal / max(total, 1))
         if self.device.type == "cuda":
             top = torch.cuda.max_memory_allocated(self.device)
             out.update(allocator_peak_mib=top / 2**20,
