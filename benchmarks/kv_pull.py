@@ -101,9 +101,9 @@ def markdown(s: dict) -> str:
         f"from {s['rows']:,} rows, {s['world']} workers",
         "",
         "`python -m benchmarks.kv_pull` (gloo on CPU, one thread per worker, all workers "
-        f"on one machine with {s['cpus']} CPUs). The machine is shared with other work "
-        f"(1-minute load average {s['load_average_1min_at_end']:.1f} at the end of the run), "
-        f"so times are noisy; bytes are exact.",
+        f"on one machine with {s['cpus']} CPUs; 1-minute load average "
+        f"{s['load_average_1min_at_end']:.1f} at the end of the run, the workers' own load "
+        f"included). Times vary from run to run (1.2-2.5 s seen); bytes are exact.",
         "",
         "| quantity | value |",
         "|---|---|",

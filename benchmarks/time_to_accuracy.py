@@ -91,9 +91,8 @@ def report(results: dict, args: argparse.Namespace) -> str:
         f"`python -m benchmarks.time_to_accuracy`: synthetic graph, {args.num_nodes} nodes, "
         f"average in-degree {args.avg_degree:g}, {args.feat_dim}-d features, 8 classes; "
         f"2-layer GraphSAGE-mean (hidden 64); {args.world_size} torchrun workers (gloo, one "
-        f"thread each) on this {os.cpu_count()}-core CPU machine, shared with other jobs, "
-        f"so timings are noisy. Evaluation (one exact full-graph SAR pass per epoch) is not "
-        f"timed.",
+        f"thread each) on this {os.cpu_count()}-core CPU machine. Evaluation (one exact "
+        f"full-graph SAR pass per epoch) is not timed.",
         "",
         f"Target validation accuracy: **{results['target']:.4f}** = {TARGET_FRACTION:.0%} "
         f"of the lower of the two runs' best validation accuracies.",
