@@ -29,7 +29,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _entry(fn, rank: int, world_size: int, port: int, results, args, device) -> None:
+def _entry(fn, rank: int, world_size: int, port: int, results, args, device,
+           collective_timeout: timedelta) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
                       OMP_NUM_THREADS="1", DGLBACKEND="pytorch")
@@ -37,7 +38,7 @@ def _entry(fn, rank: int, world_size: int, port: int, results, args, device) -> 
     torch.set_num_threads(1)
     import sarlite
     try:
-        sarlite.init(timeout=COLLECTIVE_TIMEOUT, device=device)
+        sarlite.init(timeout=collective_timeout, device=device)
         value = fn(rank, world_size, *args)
         results.put((rank, "ok", pickle.dumps(value)))
     except BaseException as err:  # report everything, including SystemExit
@@ -55,10 +56,12 @@ class WorkerError(AssertionError):
 
 
 def spawn(fn, world_size: int, *args, timeout: float = 180.0,
-          kill_on_error: bool = True, device: str | None = None) -> list:
+          kill_on_error: bool = True, device: str | None = None,
+          collective_timeout: timedelta = COLLECTIVE_TIMEOUT) -> list:
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` workers; results by rank.
 
     ``device="cuda"`` joins the group with NCCL (one GPU per rank) instead of gloo.
+    ``collective_timeout`` bounds the group's rendezvous and every collective.
     With ``kill_on_error=False`` the other workers are left to notice a failure on their
     own (within ``timeout``), and :class:`WorkerError` then holds every rank's error.
     """
@@ -66,7 +69,8 @@ def spawn(fn, world_size: int, *args, timeout: float = 180.0,
     results = ctx.Queue()
     port = free_port()
     procs = [ctx.Process(target=_entry,
-                         args=(fn, r, world_size, port, results, args, device), daemon=True)
+                         args=(fn, r, world_size, port, results, args, device,
+                               collective_timeout), daemon=True)
              for r in range(world_size)]
     for proc in procs:
         proc.start()

@@ -4,10 +4,9 @@ from datetime import timedelta
 
 import pytest
 import torch
-import torch.distributed as dist
 
 import sarlite
-from harness import free_port, spawn
+from harness import spawn
 from sarlite.kv import DistTensor, init_kvstore
 from sarlite.partition import RangePartitionBook
 
@@ -86,33 +85,24 @@ def test_the_ranks_keep_working_after_the_errors(outcomes):
     assert outcomes[0]["after"] and outcomes[1]["after"]
 
 
-TIMEOUT_S = 3.0
+TIMEOUT_S = 10.0                 # short, yet long enough for a loaded machine's rendezvous
 
 
 def _one_rank_calls(rank, world):
-    x = _setup(rank, world)                     # under the harness's long timeout
-    port = [free_port()]
-    dist.broadcast_object_list(port, src=0)     # then a new group with a short timeout
-    dist.barrier()
-    dist.destroy_process_group()
-    # the store connects under a long timeout (a loaded machine may start rank 0's server
-    # late); only the group's collectives get the short one
-    store = dist.TCPStore("127.0.0.1", port[0], world, is_master=rank == 0,
-                          timeout=timedelta(seconds=60))
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
-                            timeout=timedelta(seconds=TIMEOUT_S))
+    x = _setup(rank, world)
     start = time.monotonic()
     if rank == 0:
         outcome = _outcome(lambda: x[torch.tensor([1, 8])])
     else:
-        time.sleep(3 * TIMEOUT_S)                # rank 1 never makes the call
+        time.sleep(2 * TIMEOUT_S)                # rank 1 never makes the call
         outcome = ("skipped", "")
     return outcome, time.monotonic() - start
 
 
 def test_a_pull_made_by_only_some_ranks_times_out_with_a_clear_message():
-    (kind, message), elapsed = spawn(_one_rank_calls, 2, timeout=120)[0]
+    (kind, message), elapsed = spawn(_one_rank_calls, 2, timeout=120,
+                                     collective_timeout=timedelta(seconds=TIMEOUT_S))[0]
     assert kind == "CollectiveError"
     assert message.startswith("pull of 'node~_N:x': sarlite: collective")
     assert "did not make the same call" in message
-    assert 0.9 * TIMEOUT_S <= elapsed < 3 * TIMEOUT_S
+    assert 0.9 * TIMEOUT_S <= elapsed < 2 * TIMEOUT_S
