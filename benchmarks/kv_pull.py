@@ -148,7 +148,7 @@ def main() -> None:
                  "--world", str(args.world), "--requests", str(args.requests),
                  "--repeats", str(args.repeats)]
     results = common.run_json(common.torchrun(args.world, "benchmarks.kv_pull", forwarded),
-                              timeout=1800)
+                              timeout=1800, num_procs=args.world)
     summary = summarize(args, results)
     (common.RESULTS / "kv_pull.json").write_text(json.dumps(summary, indent=2) + "\n")
     (common.RESULTS / "kv_pull.md").write_text(markdown(summary))

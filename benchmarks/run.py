@@ -113,7 +113,7 @@ def run_case(case: Case, modes: list[str], world_sizes: list[int], args, out: Pa
                 halo = _halo_nodes(config)
                 workers = common.run_json(common.torchrun(
                     world, "benchmarks.worker", ["--mode", mode, "--config", str(config),
-                                                 *extra]), args.timeout)
+                                                 *extra]), args.timeout, num_procs=world)
             record = summarise(case, mode, world, workers, halo)
             record.update(pipeline_depth=args.pipeline_depth, device=args.device)
         except (RuntimeError, subprocess.TimeoutExpired) as err:

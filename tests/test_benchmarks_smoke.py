@@ -5,12 +5,13 @@ keeps the benchmark code from rotting and checks that the traffic it reports is 
 traffic the analytic model of each mode predicts, byte for byte.
 """
 import json
+import subprocess
 import sys
 
 import pytest
 
 from benchmarks import run
-from benchmarks.common import cached_partition
+from benchmarks.common import cached_partition, run_json
 from benchmarks.bound import LayerExchange, layer_exchanges
 from benchmarks.capped import run_capped
 from sarlite.partition.report import partition_report
@@ -121,3 +122,18 @@ def test_memory_cap_lets_a_small_process_finish():
                         total_mib=10**6, timeout=60)
     assert (result.status, result.output_tail.strip()) == ("ok", "fine")
     assert result.peak_process_mib < 500
+
+
+_WRITE_THEN_HANG = ("import pathlib, sys, time; pathlib.Path(sys.argv[-1], 'rank0.json')"
+                    ".write_text('{\"ok\": 1}') if sys.argv[1] == 'write' else None; "
+                    "time.sleep(60)")
+
+
+def test_a_run_that_hangs_after_writing_its_results_keeps_them():
+    assert run_json([sys.executable, "-c", _WRITE_THEN_HANG, "write"], timeout=5) == \
+        [{"ok": 1}]
+
+
+def test_a_run_that_hangs_before_writing_its_results_times_out():
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_json([sys.executable, "-c", _WRITE_THEN_HANG, "nothing"], timeout=5)
