@@ -37,10 +37,9 @@ def _even_ranges(total: int, parts: int) -> list[list[int]]:
 def worker(args: argparse.Namespace) -> None:
     """One torchrun worker: build the tensor, pull, time, count, check the rows."""
     import torch
-    import torch.distributed as dist
 
     import sarlite
-    from sarlite.comm import traffic
+    from sarlite.comm import barrier, traffic
     from sarlite.kv import DistTensor, init_kvstore
     from sarlite.partition import NodePartitionPolicy, RangePartitionBook
 
@@ -57,7 +56,7 @@ def worker(args: argparse.Namespace) -> None:
     table[ids[:1000]]                                      # warm-up
     seconds, counted = [], {}
     for _ in range(args.repeats):
-        dist.barrier()
+        barrier("benchmark")
         traffic.reset()
         start = time.perf_counter()
         rows = table[ids]

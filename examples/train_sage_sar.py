@@ -24,21 +24,14 @@ class SAGE(torch.nn.Module):
         return self.conv2(g, F.relu(self.conv1(g, x)))
 
 
-def global_sum(value: torch.Tensor) -> torch.Tensor:
-    torch.distributed.all_reduce(value)
-    return value
-
-
 def main(part_config: str, mode: str) -> None:
     rank, _ = sarlite.init()
     data = sarlite.load_partition_data(part_config)           # this worker's partition
     g = sarlite.construct_full_graph(data, mode=mode)         # stands in for a DGLGraph
     x, y = data.node_features["feat"], data.node_features["label"]
     train, test = data.node_features["train_mask"], data.node_features["test_mask"]
-    num_train = global_sum(train.sum().float())
-
-    num_classes = y.max().reshape(1) + 1
-    torch.distributed.all_reduce(num_classes, op=torch.distributed.ReduceOp.MAX)
+    num_train = sarlite.comm.all_reduce(train.sum().float(), kind="example")
+    num_classes = sarlite.comm.all_reduce(y.max().reshape(1) + 1, "max", kind="example")
     torch.manual_seed(0)
     model = SAGE(x.shape[1], 64, int(num_classes))
     sarlite.sync_params(model)                                # same start on every rank
@@ -50,9 +43,9 @@ def main(part_config: str, mode: str) -> None:
         loss.backward()
         sarlite.all_reduce_gradients(model)                   # sum over workers
         optimizer.step()
-        correct = global_sum((logits.argmax(1)[test] == y[test]).sum().float())
-        total = global_sum(test.sum().float())
-        loss_sum = global_sum(loss.detach().reshape(1))
+        hits = (logits.argmax(1)[test] == y[test]).sum().float()
+        correct, total, loss_sum = sarlite.comm.all_reduce(
+            torch.stack([hits, test.sum().float(), loss.detach()]), kind="example")
         if rank == 0:
             print(f"epoch {epoch:2d}  loss {loss_sum.item():.4f}  "
                   f"test acc {(correct / total).item():.3f}", flush=True)

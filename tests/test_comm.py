@@ -82,3 +82,59 @@ def test_sync_params_copies_rank0_and_gradient_sum_tolerates_missing_grads():
         torch.testing.assert_close(reduced, expected)
         for other in results[1:]:
             assert torch.equal(other[2][name], reduced)
+
+
+def _wrapped_collectives(rank, world):
+    from sarlite import comm
+    traffic.reset()
+    x = torch.tensor([float(rank), 10.0 - rank])
+    out = {op: comm.all_reduce(x, op, kind="values").tolist() for op in ("sum", "max", "min")}
+    out["input_kept"] = x.tolist()
+    out["gathered"] = comm.all_gather_object({"rank": rank}, "values")
+    out["object"] = comm.broadcast_object(f"from {rank}", src=2, kind="values")
+    out["tensor"] = comm.broadcast(torch.full((2,), float(rank)), src=1, kind="values").tolist()
+    comm.barrier("values")
+    leaf = torch.tensor([1.0, 2.0], requires_grad=True)
+    total = comm.all_reduce_autograd(leaf * (rank + 1), "autograd")
+    (total * (rank + 1)).sum().backward()        # global loss: sum over ranks of these
+    out["autograd"], out["grad"] = total.tolist(), leaf.grad.tolist()
+    comm.agree_row_shapes("agree", {"h": torch.ones(rank + 1, 3), "e": torch.zeros(2, 2)})
+    out["traffic"] = traffic.snapshot()
+    return out
+
+
+@pytest.fixture(scope="module")
+def wrapped():
+    return spawn(_wrapped_collectives, 3, timeout=120)
+
+
+def test_wrapped_collectives_give_every_rank_the_reduced_gathered_and_broadcast_values(wrapped):
+    for rank, out in enumerate(wrapped):
+        assert out["sum"] == [3.0, 27.0] and out["max"] == [2.0, 10.0]
+        assert out["min"] == [0.0, 8.0] and out["input_kept"] == [float(rank), 10.0 - rank]
+        assert out["gathered"] == [{"rank": 0}, {"rank": 1}, {"rank": 2}]
+        assert out["object"] == "from 2" and out["tensor"] == [1.0, 1.0]
+
+
+def test_all_reduce_autograd_sums_values_and_gradients_over_ranks_and_counts_bytes(wrapped):
+    for rank, out in enumerate(wrapped):
+        assert out["autograd"] == [6.0, 12.0]             # (1 + 2 + 3) * [1, 2]
+        # d/d leaf_r of sum_s (s + 1) * total = (r + 1) * (1 + 2 + 3)
+        assert out["grad"] == [6.0 * (rank + 1)] * 2
+        assert out["traffic"]["autograd"] == {"sent": 16, "received": 16}   # 8 fwd + 8 bwd
+        assert out["traffic"]["agree/row_shapes"] == {"sent": 16, "received": 16}
+
+
+def test_wrapped_collectives_without_a_process_group_return_the_local_value():
+    from sarlite import comm
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    assert comm.all_reduce(x, "max", kind="t").tolist() == [1.0, 2.0]
+    comm.all_reduce_autograd(x * 3, "t").sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+    assert comm.all_gather_object("me", "t") == ["me"]
+    assert comm.broadcast_object("me", kind="t") == "me"
+    assert comm.broadcast(x, kind="t").tolist() == [1.0, 2.0]
+    comm.barrier("t")
+    comm.agree_row_shapes("t", {"h": torch.ones(2, 3)})
+    with pytest.raises(ValueError, match="op must be one of"):
+        comm.all_reduce(x, "mean", kind="t")

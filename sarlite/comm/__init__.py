@@ -1,9 +1,15 @@
-"""torch.distributed plumbing: set-up, row exchanges, parameter sync, traffic counters."""
+"""torch.distributed plumbing: set-up, row exchanges, wrapped collectives, parameter sync,
+traffic counters. Every collective sarlite runs goes through this package."""
 from . import traffic
-from .context import comm_device, finalize, init, rank, world_size
-from .exchange import CollectiveError, PendingRows, all_to_all_rows, exchange_sizes, ring_exchange
+from .collectives import (agree_row_shapes, all_gather_object, all_reduce, all_reduce_autograd,
+                          barrier, broadcast, broadcast_object, finalize)
+from .context import comm_device, init, rank, world_size
+from .errors import CollectiveError
+from .exchange import PendingRows, all_to_all_rows, exchange_sizes, ring_exchange
 from .params import all_reduce_gradients, sync_params
 
-__all__ = ["CollectiveError", "PendingRows", "all_reduce_gradients", "all_to_all_rows", "comm_device",
-           "exchange_sizes", "finalize", "init", "rank", "ring_exchange", "sync_params",
-           "traffic", "world_size"]
+__all__ = ["CollectiveError", "PendingRows", "agree_row_shapes", "all_gather_object",
+           "all_reduce", "all_reduce_autograd", "all_reduce_gradients", "all_to_all_rows",
+           "barrier", "broadcast", "broadcast_object", "comm_device", "exchange_sizes",
+           "finalize", "init", "rank", "ring_exchange", "sync_params", "traffic",
+           "world_size"]

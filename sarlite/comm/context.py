@@ -74,13 +74,3 @@ def comm_device() -> torch.device:
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
 
-
-def finalize() -> None:
-    """Wait for every rank, then destroy the default process group (if one exists).
-
-    Collective: every rank must call it. The barrier keeps a rank from tearing the group
-    down while another still uses it (gloo can then hang in the teardown).
-    """
-    if dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()

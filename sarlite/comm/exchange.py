@@ -1,19 +1,21 @@
 """Row exchanges between ranks on top of ``all_to_all_single``.
 
 gloo has ``all_to_all_single`` with split sizes but not the list form of ``all_to_all``, so
-every exchange here is one ``all_to_all_single`` (plus one for the sizes when the receiver
-cannot know them). All functions are **collectives**: every rank must call them in the same
-order, also with nothing to send.
+every exchange here is one ``all_to_all_single`` (plus one small header exchange of sizes,
+row widths and dtypes when the receiver cannot know them). All functions are
+**collectives**: every rank must call them in the same order, also with nothing to send.
 """
 from __future__ import annotations
 
 import math
+import zlib
 
 import torch
 import torch.distributed as dist
 
 from . import traffic
 from .context import comm_device, rank, world_size
+from .errors import disagreement, guarded
 
 
 def _as_rows(tensor: torch.Tensor) -> torch.Tensor:
@@ -23,24 +25,6 @@ def _as_rows(tensor: torch.Tensor) -> torch.Tensor:
 
 def _nbytes(tensor: torch.Tensor) -> int:
     return tensor.numel() * tensor.element_size()
-
-
-class CollectiveError(RuntimeError):
-    """A collective failed: usually another worker died, raised, or never called it."""
-
-
-def _failed(kind: str, err: Exception) -> CollectiveError:
-    return CollectiveError(
-        f"sarlite: collective {kind!r} failed on rank {rank()} of {world_size()}: {err}. "
-        f"Another worker probably died or did not make the same call (every rank must run "
-        f"the same collectives in the same order); see the other workers' output.")
-
-
-def _run(kind: str, call):
-    try:
-        return call()
-    except RuntimeError as err:
-        raise _failed(kind, err) from err
 
 
 class PendingRows:
@@ -59,7 +43,7 @@ class PendingRows:
 
     def wait(self) -> torch.Tensor:
         if self._work is not None:
-            _run(self._kind, self._work.wait)
+            guarded(self._kind, self._work.wait)
             self._work = None
         rows = self._buffer.shape[0]
         return self._buffer.reshape((rows,) + tuple(self._row_shape)).to(self._device)
@@ -85,8 +69,8 @@ def ring_exchange(rows: torch.Tensor, send_to: int, num_recv: int, recv_from: in
     send_sizes, recv_sizes = [0] * size, [0] * size
     send_sizes[send_to] = flat.shape[0]
     recv_sizes[recv_from] = num_recv
-    work = _run(kind, lambda: dist.all_to_all_single(out, flat, recv_sizes, send_sizes,
-                                                     async_op=async_op))
+    work = guarded(kind, lambda: dist.all_to_all_single(out, flat, recv_sizes, send_sizes,
+                                                        async_op=async_op))
     traffic.record(kind, _nbytes(flat), _nbytes(out))
     return PendingRows(work if async_op else None, out, row_shape, device, kind)
 
@@ -100,15 +84,74 @@ def exchange_sizes(counts: list[int] | torch.Tensor) -> list[int]:
     if send.numel() != world_size():
         raise ValueError(f"need one count per rank ({world_size()}), got {send.numel()}")
     recv = torch.empty_like(send)
-    _run("exchange_sizes", lambda: dist.all_to_all_single(recv, send))
+    guarded("exchange_sizes", lambda: dist.all_to_all_single(recv, send))
     return recv.tolist()
+
+
+def _dtype_code(dtype: torch.dtype) -> int:
+    return zlib.crc32(str(dtype).encode())
+
+
+def _dtype_name(code: int) -> str:
+    names = {_dtype_code(d): str(d) for d in vars(torch).values() if isinstance(d, torch.dtype)}
+    return names.get(code, f"<dtype code {code}>")
+
+
+_MIXED = (-1, -1)
+
+
+def _row_kind(chunks: list[torch.Tensor]) -> tuple[int, int]:
+    """``(row numel, dtype code)`` of this rank's chunks; ``_MIXED`` when they differ."""
+    kinds = {(tuple(c.shape[1:]), c.dtype) for c in chunks}
+    if len(kinds) > 1:
+        return _MIXED
+    row_shape, dtype = kinds.pop()
+    return math.prod(row_shape), _dtype_code(dtype)
+
+
+def _describe_rows(row_kind: tuple[int, int]) -> str:
+    if row_kind == _MIXED:
+        return "chunks of different trailing shapes or dtypes"
+    width, code = row_kind
+    return f"width {width} ({_dtype_name(code)})"
+
+
+def _exchange_headers(chunks: list[torch.Tensor], kind: str) -> list[int]:
+    """Send every rank ``[rows for it, row numel, dtype code]``; return the row counts
+    each rank will send here.
+
+    Raises ``ValueError`` on every rank, before any row moves, when the ranks' row widths
+    or dtypes differ (gloo would abort the process on mismatched buffers).
+    """
+    width, code = _row_kind(chunks)
+    send = torch.tensor([[c.shape[0], width, code] for c in chunks], dtype=torch.int64,
+                        device=comm_device())
+    recv = torch.empty_like(send)
+    guarded(kind, lambda: dist.all_to_all_single(recv, send))
+    headers = recv.cpu().tolist()
+    differ = disagreement([(w, c) for _, w, c in headers], _describe_rows)
+    if differ:
+        raise ValueError(f"all_to_all_rows {kind!r}: the ranks send rows of {differ}: every "
+                         f"rank must send rows of the same width and dtype (no rows were "
+                         f"exchanged)")
+    return [count for count, _, _ in headers]
 
 
 def all_to_all_rows(chunks: list[torch.Tensor], kind: str) -> list[torch.Tensor]:
     """Send ``chunks[k]`` to rank ``k``; return the list of chunks received from each rank.
 
-    Sizes may differ per pair; the trailing shape and dtype must be the same on every rank.
-    Collective and blocking: one size exchange, then one payload exchange.
+    Sizes may differ per pair; the trailing shape and dtype must be the same for every
+    chunk on every rank. Collective and blocking: one header exchange (row counts, row
+    width and dtype), then one payload exchange.
+
+    Raises
+    ------
+    ValueError
+        ``chunks`` does not hold one chunk per rank (on this rank only), or, on every rank,
+        the ranks' row widths or dtypes differ (the message names ``kind``, both widths
+        and dtypes and the ranks that sent them).
+    CollectiveError
+        An exchange failed (a rank died, or did not call it within the timeout).
     """
     size = world_size()
     if len(chunks) != size:
@@ -118,10 +161,10 @@ def all_to_all_rows(chunks: list[torch.Tensor], kind: str) -> list[torch.Tensor]
     if size == 1:
         return [chunks[0]]
     send_counts = [c.shape[0] for c in chunks]
-    recv_counts = exchange_sizes(send_counts)
+    recv_counts = _exchange_headers(chunks, kind)
     flat = torch.cat([_as_rows(c) for c in chunks]).to(comm_device()).contiguous()
     out = flat.new_empty((sum(recv_counts), flat.shape[1]))
-    _run(kind, lambda: dist.all_to_all_single(out, flat, recv_counts, send_counts))
+    guarded(kind, lambda: dist.all_to_all_single(out, flat, recv_counts, send_counts))
     me = rank()
     traffic.record(kind, _nbytes(flat) - _nbytes(_as_rows(chunks[me])),
                    out.shape[1] * out.element_size() * (sum(recv_counts) - recv_counts[me]))

@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 import torch
-import torch.distributed as dist
 
-from . import traffic
-from .context import comm_device, world_size
+from .collectives import all_reduce, broadcast
+from .context import world_size
 
 
 def _by_dtype(tensors):
@@ -25,14 +24,18 @@ def _by_dtype(tensors):
 def sync_params(module: torch.nn.Module) -> None:
     """Copy rank 0's parameters and buffers into ``module`` on every rank (in place).
 
-    Collective, blocking.
+    Collective, blocking: every rank calls it with a module of the same structure.
+
+    Raises
+    ------
+    CollectiveError
+        The broadcast failed (a rank died, or did not call it within the timeout).
     """
     if world_size() == 1:
         return
     for group in _by_dtype(list(module.parameters()) + list(module.buffers())):
-        flat = torch.cat([t.detach().reshape(-1) for t in group]).to(comm_device())
-        dist.broadcast(flat, src=0)
-        traffic.record("sync_params", flat.numel() * flat.element_size(), 0)
+        flat = broadcast(torch.cat([t.detach().reshape(-1) for t in group]), src=0,
+                         kind="sync_params")
         offset = 0
         with torch.no_grad():
             for t in group:
@@ -44,7 +47,13 @@ def all_reduce_gradients(module: torch.nn.Module) -> None:
     """Replace every parameter's gradient by its sum over ranks.
 
     A parameter with no gradient on some rank counts as zero there; it keeps ``grad=None``
-    only if no rank has a gradient for it. Collective, blocking.
+    only if no rank has a gradient for it. Collective, blocking: every rank calls it with a
+    module of the same structure.
+
+    Raises
+    ------
+    CollectiveError
+        The all-reduce failed (a rank died, or did not call it within the timeout).
     """
     if world_size() == 1:
         return
@@ -53,10 +62,7 @@ def all_reduce_gradients(module: torch.nn.Module) -> None:
         has_grad = torch.tensor([p.grad is not None for p in group], dtype=group[0].dtype)
         flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
                           for p in group] + [has_grad.to(group[0].device)])
-        flat = flat.to(comm_device())
-        dist.all_reduce(flat)
-        traffic.record("all_reduce_gradients", flat.numel() * flat.element_size(),
-                       flat.numel() * flat.element_size())
+        flat = all_reduce(flat, "sum", kind="all_reduce_gradients")
         flags = flat[-len(group):]
         offset = 0
         for p, flag in zip(group, flags.tolist()):

@@ -2,16 +2,14 @@
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 from torch import nn
-from torch.distributed.nn.functional import all_reduce as differentiable_all_reduce
+
+from ..comm import all_reduce_autograd
 
 
 def _global_sum(tensor: torch.Tensor) -> torch.Tensor:
-    """Sum over ranks; its gradient is the sum of the gradients over ranks."""
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        return differentiable_all_reduce(tensor)
-    return tensor
+    """Sum over ranks; its gradient is the sum of the gradients over ranks (collective)."""
+    return all_reduce_autograd(tensor, "batchnorm")
 
 
 class DistributedBatchNorm1d(nn.Module):
@@ -31,8 +29,10 @@ class DistributedBatchNorm1d(nn.Module):
     num_features: width ``C`` of the input ``(num_nodes, C)``.
     eps, momentum, affine, track_running_stats: as in ``torch.nn.BatchNorm1d``.
 
-    **Collective** in training mode (two all-reduces forward, two backward): every rank
-    calls it, also with zero rows. Evaluation with running statistics is local.
+    **Collective** in training mode (three small all-reduces forward, two backward, all
+    named ``"batchnorm"``): every rank calls it, also with zero rows, and blocks until all
+    have. Evaluation with running statistics is local. A failed all-reduce (a rank died)
+    raises :class:`~sarlite.comm.CollectiveError`.
 
     Example
     -------

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from typing import Callable, TypeVar
 
 import torch
-import torch.distributed as dist
 
-from ..comm import CollectiveError, all_to_all_rows, rank, world_size
+from ..comm import CollectiveError, all_gather_object, all_to_all_rows, world_size
 
 T = TypeVar("T")
 _OK, _FAILED = 0, 1
@@ -112,16 +111,12 @@ def agree(what: str, record: object, error: Exception | None = None) -> None:
     ValueError
         The ranks passed different records (all of them are listed).
     """
-    if world_size() > 1:
-        mine = (None if error is None else f"{type(error).__name__}: {error}", record)
-        gathered: list = [None] * world_size()
-        try:
-            dist.all_gather_object(gathered, mine)
-        except RuntimeError as err:
-            raise CollectiveError(f"{what}: the ranks could not compare their calls on "
-                                  f"rank {rank()}: {err}") from err
-    else:
-        gathered = [(None, record)]
+    mine = (None if error is None else f"{type(error).__name__}: {error}", record)
+    try:
+        gathered = all_gather_object(mine, "kv_agree")
+    except CollectiveError as err:
+        raise CollectiveError(f"{what}: the ranks could not compare their calls: {err}") \
+            from err
     if error is not None:
         raise error
     for peer, (message, _) in enumerate(gathered):

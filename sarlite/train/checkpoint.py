@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 
+from .. import comm
 from ..partition.files import atomic_write
 from .config import Config, ConfigError
 
@@ -21,13 +21,9 @@ def trajectory_hash(cfg: Config) -> str:
 
 def save(out_dir: Path, cfg: Config, epoch: int, model, optimizer, best: dict,
          rank: int) -> None:
-    """Write ``out_dir/checkpoint.pt`` atomically (rank 0 writes; collective)."""
-    rng = [None] * (dist.get_world_size() if dist.is_initialized() else 1)
-    state = torch.get_rng_state()
-    if dist.is_initialized():
-        dist.all_gather_object(rng, state)
-    else:
-        rng[0] = state
+    """Write ``out_dir/checkpoint.pt`` atomically (rank 0 writes; collective: every rank
+    calls it and sends rank 0 its RNG state)."""
+    rng = comm.all_gather_object(torch.get_rng_state(), "checkpoint")
     if rank != 0:
         return
     payload = {"epoch": epoch, "model": model.state_dict(),

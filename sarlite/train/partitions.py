@@ -7,8 +7,7 @@ from pathlib import Path
 
 import dgl
 
-import torch.distributed as dist
-
+from .. import comm
 from ..data import load_graph
 from ..partition import partition_graph, read_part_config
 from .config import Config, ConfigError
@@ -85,15 +84,13 @@ def prepare_partitions(cfg: Config, rank: int, num_parts: int) -> Path:
     gets rank 0's result, or the same error.
     """
     check_world_size(cfg, num_parts)
-    outcome, failure = [None], None
+    outcome, failure = None, None
     if rank == 0:
         try:
-            outcome[0] = ("ok", str(_make(cfg, num_parts)))
+            outcome = ("ok", str(_make(cfg, num_parts)))
         except Exception as err:  # every rank must hear about it, whatever it is
-            outcome[0], failure = ("error", f"{type(err).__name__}: {err}"), err
-    if dist.is_initialized():
-        dist.broadcast_object_list(outcome, src=0)
-    status, value = outcome[0]
+            outcome, failure = ("error", f"{type(err).__name__}: {err}"), err
+    status, value = comm.broadcast_object(outcome, src=0, kind="prepare_partitions")
     if failure is not None and not isinstance(failure, (ValueError, OSError)):
         raise failure                       # a bug: rank 0 shows its traceback
     if status == "error":
