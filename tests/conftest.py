@@ -34,3 +34,23 @@ def random_graph(num_nodes: int = 60, num_edges: int = 300, seed: int = 0,
     g.ndata["train_mask"] = torch.rand(num_nodes, generator=gen) < 0.3
     g.edata["w"] = torch.randn(num_edges, 2, generator=gen)
     return g
+
+
+def _without_default_kvstore(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sarlite.kv.store
+    monkeypatch.setattr(sarlite.kv.store, "_default", None)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _module_starts_without_a_default_kvstore():
+    """In-process module fixtures start with no default KV store (a DistGraph refuses to
+    replace one over another partitioning); the previous one is restored afterwards."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _without_default_kvstore(monkeypatch)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _test_starts_without_a_default_kvstore(monkeypatch):
+    """Each test starts with no default KV store, whatever earlier tests left."""
+    _without_default_kvstore(monkeypatch)

@@ -1,4 +1,5 @@
 """DistGraph: counts, degrees, find_edges and data equal the unpartitioned DGL graph's."""
+import gc
 import json
 
 import dgl
@@ -6,6 +7,7 @@ import pytest
 import torch
 
 import sarlite
+import sarlite.kv
 from conftest import random_graph
 from harness import spawn
 from sarlite.kv import DistTensor
@@ -14,7 +16,7 @@ from sarlite.kv import DistTensor
 def _queries(rank, world, config):
     # DGL's spelling of init; it reuses the group the harness made (none in one process)
     initialized = sarlite.initialize("ip_config.txt") if world > 1 else None
-    g = sarlite.DistGraph(config)
+    g = sarlite.DistGraph("g", part_config=config)
     gen = torch.Generator().manual_seed(rank)
     asked = torch.randint(0, g.num_edges(), (40,), generator=gen)
     asked = asked if rank < world - 1 or world == 1 else asked[:0]   # last rank: no ids
@@ -151,13 +153,31 @@ def test_heterogeneous_partitions_are_not_supported(config, tmp_path):
 
 def test_more_partitions_than_ranks_is_an_error(tmp_path):
     sarlite.partition_graph(random_graph(), "g", 2, tmp_path)
-    with pytest.raises(ValueError, match="2 partitions but there are 1 ranks"):
-        sarlite.DistGraph(tmp_path / "g.json")
+    with pytest.raises(ValueError, match="world size 1 does not match the 2 partitions"):
+        sarlite.DistGraph("g", part_config=tmp_path / "g.json")
 
 
 def test_a_different_graph_name_is_an_error(config):
-    with pytest.raises(ValueError, match="holds graph 'g', not 'other'"):
-        sarlite.DistGraph(config, graph_name="other")
+    with pytest.raises(ValueError, match="hold graph 'g', not 'other'"):
+        sarlite.DistGraph("other", part_config=config)
+
+
+def test_the_partition_config_alone_is_sarlites_shorthand(config):
+    g = sarlite.DistGraph(config)
+    assert (g.graph_name, g.num_nodes()) == ("g", 60)
+
+
+def test_a_graph_name_without_part_config_is_an_error_naming_it(config):
+    with pytest.raises(ValueError, match=r"needs part_config.*part_config='out/g.json'"):
+        sarlite.DistGraph("g")
+
+
+def test_a_gpb_of_another_partitioning_is_an_error(config):
+    other = sarlite.RangePartitionBook(0, 1, [[0, 60]], [[0, 299]])
+    with pytest.raises(ValueError, match="gpb .* differs from the partition book"):
+        sarlite.DistGraph("g", other, config)
+    assert sarlite.DistGraph("g", sarlite.load_partition_book(config, 0)[0],
+                             config).num_edges() == 300
 
 
 def test_edge_ids_out_of_range_are_an_index_error(config):
@@ -174,3 +194,120 @@ def test_ndata_accepts_only_node_dist_tensors(config):
         g.ndata["w2"] = DistTensor((g.num_edges(), 3), torch.float32, "w2")
     with pytest.raises(TypeError, match="must be a DistTensor"):
         g.ndata["t"] = torch.zeros(g.num_nodes())
+
+
+# -- from_partition_data and the default KV store ------------------------------------
+def _facts(g) -> dict:
+    """Everything a DistGraph answers, over all node and edge ids (collective)."""
+    nodes, edges = torch.arange(g.num_nodes()), torch.arange(g.num_edges())
+    return {"ndata": {k: v[nodes] for k, v in g.ndata.items()},
+            "edata": {k: v[edges] for k, v in g.edata.items()},
+            "degrees": (g.in_degrees(), g.out_degrees(nodes)), "ends": g.find_edges(edges),
+            "local": g.local_partition.edata[dgl.EID]}
+
+
+def _both_ways(rank, world, config, other_config):
+    data = sarlite.load_partition_data(config)
+    from_data = sarlite.DistGraph.from_partition_data(data)
+    store = sarlite.kv.get_kvstore()
+    out = {"from_data": _facts(from_data),
+           "shares": [from_data.ndata[k].local_partition.data_ptr() ==
+                      data.node_features[k].data_ptr() for k in sorted(data.node_features)]}
+    from_config = sarlite.DistGraph("g", part_config=config)
+    out["from_config"] = _facts(from_config)
+    out["reused"] = sarlite.kv.get_kvstore() is store and \
+        from_config.ndata["feat"].kvstore is store
+    try:
+        sarlite.DistGraph("h", part_config=other_config)
+        out["conflict"] = "no error"
+    except ValueError as err:
+        out["conflict"] = str(err)
+    return out
+
+
+@pytest.fixture(scope="module")
+def both_ways(tmp_path_factory):
+    g = random_graph(num_nodes=60, num_edges=300)
+    path = tmp_path_factory.mktemp("dgl2")
+    orig_nids, _ = _dgl_writer(g, "g", 2, str(path), return_mapping=True)   # uint8 masks
+    other = tmp_path_factory.mktemp("other")
+    sarlite.partition_graph(random_graph(num_nodes=40, num_edges=200), "h", 2, other)
+    results = spawn(_both_ways, 2, str(path / "g.json"), str(other / "h.json"), timeout=180)
+    return g, orig_nids, results
+
+
+def test_from_partition_data_answers_as_the_graph_from_the_config(both_ways):
+    *_, results = both_ways
+    for r in results:
+        a, b = r["from_data"], r["from_config"]
+        assert sorted(a["ndata"]) == sorted(b["ndata"]) == ["feat", "label", "train_mask"]
+        for name in a["ndata"]:
+            assert torch.equal(a["ndata"][name], b["ndata"][name])
+        assert sorted(a["edata"]) == ["w"] and torch.equal(a["edata"]["w"], b["edata"]["w"])
+        for key in ("degrees", "ends"):
+            assert all(torch.equal(x, y) for x, y in zip(a[key], b[key]))
+        assert torch.equal(a["local"], b["local"])
+
+
+def test_masks_are_bool_from_partition_data_and_from_the_config(both_ways):
+    g, orig_nids, results = both_ways
+    for r in results:
+        for way in ("from_data", "from_config"):
+            mask = r[way]["ndata"]["train_mask"]
+            assert mask.dtype == torch.bool
+            assert torch.equal(mask, g.ndata["train_mask"][orig_nids])
+
+
+def test_the_store_holds_the_partition_datas_node_feature_tensors(both_ways):
+    assert all(r["shares"] and all(r["shares"]) for r in both_ways[-1])
+
+
+def test_a_second_dist_graph_over_the_same_partitioning_reuses_the_store(both_ways):
+    assert all(r["reused"] for r in both_ways[-1])
+
+
+def test_a_dist_graph_over_another_partitioning_raises_on_every_rank(both_ways):
+    for r in both_ways[-1]:
+        assert "default KVStore is over another partitioning" in r["conflict"]
+        assert "replace_kvstore=True" in r["conflict"] and "init_kvstore" in r["conflict"]
+
+
+def test_a_dist_graph_creates_and_registers_a_default_store_when_there_is_none(config):
+    assert sarlite.kv.current_kvstore() is None
+    g = sarlite.DistGraph("g", part_config=config)
+    store = sarlite.kv.get_kvstore()
+    assert g.ndata["feat"].kvstore is store
+    assert sarlite.kv.same_partitioning(store.partition_book, g.get_partition_book())
+
+
+def test_a_dist_graph_keeps_an_equal_default_store_and_its_tensors(config):
+    store = sarlite.kv.init_kvstore(sarlite.load_partition_book(config, 0)[0])
+    h = DistTensor((60, 2), torch.float32, "h", persistent=True)
+    h[torch.arange(60)] = torch.ones(60, 2)
+    g = sarlite.DistGraph("g", part_config=config)
+    assert sarlite.kv.get_kvstore() is store and g.edata["w"].kvstore is store
+    assert torch.equal(DistTensor((60, 2), torch.float32, "h")[[0, 59]], torch.ones(2, 2))
+
+
+def test_another_partitioning_in_the_default_store_is_an_error_that_keeps_it(config):
+    store = sarlite.kv.init_kvstore(sarlite.RangePartitionBook(0, 1, [[0, 10]], [[0, 16]]))
+    with pytest.raises(ValueError, match="over another partitioning.*replace_kvstore=True"):
+        sarlite.DistGraph("g", part_config=config)
+    assert sarlite.kv.get_kvstore() is store
+
+
+def test_replace_kvstore_makes_a_new_default_store_and_the_old_one_keeps_working(config):
+    old = sarlite.kv.init_kvstore(sarlite.RangePartitionBook(0, 1, [[0, 10]], [[0, 16]]))
+    t = DistTensor((10,), torch.int64, "t", init_func=lambda shape, dtype, ids: ids)
+    g = sarlite.DistGraph("g", part_config=config, replace_kvstore=True)
+    assert sarlite.kv.get_kvstore() is g.ndata["feat"].kvstore is not old
+    assert t.kvstore is old and torch.equal(t[[3, 7]], torch.tensor([3, 7]))
+
+
+def test_dropping_the_first_graph_keeps_the_data_of_the_second(config):
+    first = sarlite.DistGraph("g", part_config=config)
+    expected = first.ndata["feat"][torch.arange(60)]
+    second = sarlite.DistGraph("g", part_config=config)
+    del first
+    gc.collect()
+    assert torch.equal(second.ndata["feat"][torch.arange(60)], expected)

@@ -18,7 +18,7 @@ def store() -> KVStore:
 
 def test_without_a_store_creating_a_dist_tensor_says_how_to_get_one(monkeypatch):
     monkeypatch.setattr(sarlite.kv.store, "_default", None)
-    with pytest.raises(RuntimeError, match=r"DistGraph\(part_config\).*init_kvstore"):
+    with pytest.raises(RuntimeError, match=r"DistGraph\(graph_name, part_config=.*init_kvstore"):
         DistTensor((NODES, 2), torch.float32)
 
 
@@ -136,3 +136,39 @@ def test_accumulating_into_a_bool_tensor_is_an_error(store):
     t = DistTensor((NODES,), torch.bool)
     with pytest.raises(TypeError, match="bool and cannot be accumulated"):
         t.scatter_add([0], torch.ones(1, dtype=torch.bool))
+
+
+def test_add_data_keeps_the_given_cpu_tensor_as_the_shard(store):
+    rows = torch.arange(NODES * 2, dtype=torch.float32).reshape(NODES, 2)
+    store.add_data("node~_N:x", rows, NodePartitionPolicy(store.partition_book))
+    assert store.data_store["node~_N:x"].data_ptr() == rows.data_ptr()
+    DistTensor((NODES, 2), torch.float32, "x")[[1]] = torch.zeros(1, 2)
+    assert torch.equal(rows[1], torch.zeros(2))
+
+
+def test_added_data_outlives_the_dist_tensors_that_refer_to_it(store):
+    store.add_data("node~_N:x", torch.ones(NODES), NodePartitionPolicy(store.partition_book))
+    view = DistTensor((NODES,), torch.float32, "x")
+    del view
+    gc.collect()
+    assert "node~_N:x" in store
+
+
+def test_add_data_replaces_added_rows_of_the_same_shape_and_dtype_only(store):
+    policy = NodePartitionPolicy(store.partition_book)
+    store.add_data("node~_N:x", torch.ones(NODES), policy)
+    store.add_data("node~_N:x", torch.zeros(NODES), policy)
+    assert torch.equal(DistTensor((NODES,), torch.float32, "x")[[0]], torch.zeros(1))
+    with pytest.raises(ValueError, match=r"added with shape \(10,\).*cannot replace"):
+        store.add_data("node~_N:x", torch.zeros(NODES, 2), policy)
+
+
+def test_add_data_does_not_replace_a_tensor_a_dist_tensor_created(store):
+    made = DistTensor((NODES,), torch.float32, "y")
+    with pytest.raises(ValueError, match="created by a DistTensor"):
+        store.add_data(made.name, torch.zeros(NODES), made.part_policy)
+
+
+def test_add_data_needs_one_row_per_owned_id(store):
+    with pytest.raises(ValueError, match="must have 10 rows"):
+        store.add_data("node~_N:x", torch.zeros(3), NodePartitionPolicy(store.partition_book))

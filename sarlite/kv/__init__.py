@@ -9,8 +9,8 @@ from .checkpoint import load_dist_tensors, save_dist_tensors
 from .dist_tensor import DistTensor
 from .embedding import DistEmbedding
 from .optim import SparseAdagrad, SparseAdam, SparseOptimizer
-from .store import KVStore, get_kvstore, init_kvstore
+from .store import KVStore, current_kvstore, get_kvstore, init_kvstore, same_partitioning
 
 __all__ = ["DistEmbedding", "DistTensor", "KVStore", "SparseAdagrad", "SparseAdam",
-           "SparseOptimizer", "get_kvstore", "init_kvstore", "load_dist_tensors",
-           "save_dist_tensors"]
+           "SparseOptimizer", "current_kvstore", "get_kvstore", "init_kvstore",
+           "load_dist_tensors", "same_partitioning", "save_dist_tensors"]

@@ -52,7 +52,7 @@ class DistTensor:
 
     Example
     -------
-    >>> g = sarlite.DistGraph("out/g.json")
+    >>> g = sarlite.DistGraph("g", part_config="out/g.json")
     >>> h = sarlite.DistTensor((g.num_nodes(), 16), torch.float32, "h")
     >>> h[torch.tensor([0, 5, 5])] = torch.ones(3, 16)   # every rank calls it
     >>> h[torch.tensor([5])].sum()

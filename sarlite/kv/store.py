@@ -5,9 +5,18 @@ the rows of every tensor that its partition owns (in CPU memory). Reads and writ
 global id are collective exchanges (:mod:`sarlite.kv.routing`).
 
 The **default store** is the one :class:`~sarlite.kv.DistTensor` and
-:class:`~sarlite.kv.DistEmbedding` use. :class:`~sarlite.sampling.DistGraph` sets it up
-from its partition book; without a graph, call :func:`init_kvstore` with a partition book
-after ``sarlite.init()``. :func:`get_kvstore` raises ``RuntimeError`` while there is none.
+:class:`~sarlite.kv.DistEmbedding` use. There is at most one per process, as DGL has one
+KV client per process:
+
+* :class:`~sarlite.sampling.DistGraph` reuses the default store when it is over an equal
+  partitioning (:func:`same_partitioning`), creates and registers one when there is none,
+  and refuses (``ValueError``) to replace one over a different partitioning unless asked
+  to (``replace_kvstore=True``).
+* :func:`init_kvstore` creates a store and makes it the default, replacing any earlier
+  one: the explicit way to start over (DistTensors made before keep their old store).
+
+:func:`get_kvstore` raises ``RuntimeError`` while there is none; :func:`current_kvstore`
+returns ``None`` then.
 """
 from __future__ import annotations
 
@@ -16,9 +25,8 @@ from types import MappingProxyType
 from typing import Callable, Mapping
 
 import torch
-import torch.distributed as dist
 
-from ..comm import CollectiveError, rank, world_size
+from ..comm import barrier, rank, world_size
 from ..partition import EdgePartitionPolicy, NodePartitionPolicy, RangePartitionBook
 from .protocol import KVCall, agree, validated
 from .routing import (Policy, checked_ids, last_occurrence, policy_ranges, pull_rows,
@@ -114,6 +122,7 @@ class KVStore:
         self._policies = {p.policy_str: p for p in policies}
         self._shards: dict[str, torch.Tensor] = {}
         self._meta: dict[str, tuple[torch.dtype, tuple[int, ...], Policy]] = {}
+        self._added: set[str] = set()     # names from add_data: the store owns their data
         self._anonymous = 0
 
     # -- metadata (local) --------------------------------------------------------
@@ -171,6 +180,7 @@ class KVStore:
         Raises ``KeyError`` for an unknown name.
         """
         del self._meta[self._known(name)], self._shards[name]
+        self._added.discard(name)
 
     def _known(self, name: str) -> str:
         if name not in self._meta:
@@ -200,6 +210,63 @@ class KVStore:
             ``name`` exists already, the shape or policy is invalid, or the ranks disagree.
         """
         self.open(name, shape, dtype, part_policy, init_func, may_exist=False)
+
+    def add_data(self, name: str, rows: torch.Tensor, part_policy: Policy) -> None:
+        """Keep ``rows``, this rank's ``(part_policy.get_part_size(), ...)`` rows, as tensor
+        ``name`` (the whole key, e.g. ``"node~_N:feat"``), as DGL's ``KVClient.add_data``.
+
+        The shard *is* ``rows`` (no copy) when ``rows`` is a contiguous CPU tensor, so
+        writes through the store show in ``rows`` and the other way round; otherwise it is
+        a contiguous CPU copy. The store owns the data: it stays until
+        :meth:`delete_data`, whatever :class:`~sarlite.kv.DistTensor` objects refer to it
+        (they are never its owners). Adding a name added before replaces that tensor's
+        rows (same shape and dtype required): DistTensors referring to it then read the
+        new rows, as in DGL, where a process holds one graph's data.
+
+        Collective and blocking: every rank adds the same name, row shape, dtype and
+        policy.
+
+        Raises
+        ------
+        ValueError
+            ``rows`` does not have one row per id the policy gives this rank, the policy's
+            book does not have one partition per rank, ``name`` was created by a
+            DistTensor (not added), or was added with another shape or dtype; or the ranks
+            disagree.
+        TypeError
+            ``rows`` is not a tensor.
+        """
+        shard, record, error = None, None, None
+        try:
+            shard, record = self._added_shard(name, rows, part_policy)
+        except Exception as err:  # every rank must learn of it, see protocol.agree
+            error = err
+        agree(f"adding tensor {name!r}", record, error)
+        self._shards[name] = shard
+        self._meta[name] = (rows.dtype, record[1], part_policy)
+        self._added.add(name)
+
+    def _added_shard(self, name: str, rows, policy: Policy) -> tuple[torch.Tensor, tuple]:
+        """This rank's checked shard for :meth:`add_data` and what the ranks agree on."""
+        if not isinstance(rows, torch.Tensor):
+            raise TypeError(f"data for {name!r} must be a tensor, got {type(rows).__name__}")
+        _check_book(policy.partition_book)
+        if rows.dim() == 0 or rows.shape[0] != policy.get_part_size():
+            raise ValueError(f"data for {name!r} must have {policy.get_part_size()} rows "
+                             f"(the ids {policy.policy_str} gives rank {rank()}), got shape "
+                             f"{tuple(rows.shape)}")
+        shape = (policy.get_size(),) + tuple(rows.shape[1:])
+        if name in self._meta:
+            old_dtype, old_shape, _ = self._meta[name]
+            if name not in self._added:
+                raise ValueError(f"tensor {name!r} exists already and was created by a "
+                                 f"DistTensor; delete it before adding data under its name")
+            if (old_dtype, old_shape) != (rows.dtype, shape):
+                raise ValueError(f"tensor {name!r} was added with shape {old_shape} and "
+                                 f"dtype {old_dtype}; cannot replace it with shape {shape} "
+                                 f"and dtype {rows.dtype}")
+        return (rows.detach().cpu().contiguous(),
+                (name, shape, str(rows.dtype), policy.policy_str))
 
     def open(self, name: str | None, shape, dtype: torch.dtype, part_policy: Policy | None,
              init_func: InitFunc | None, may_exist: bool,
@@ -317,12 +384,7 @@ class KVStore:
 
         Raises :class:`~sarlite.comm.CollectiveError` when a rank does not join in time.
         """
-        if world_size() > 1:
-            try:
-                dist.barrier()
-            except RuntimeError as err:
-                raise CollectiveError(f"KVStore.barrier failed on rank {rank()}: {err}") \
-                    from err
+        barrier("KVStore.barrier")
 
 
 def _check_rows(rows, num_ids: int, shard: torch.Tensor, name: str) -> None:
@@ -340,14 +402,29 @@ def _check_rows(rows, num_ids: int, shard: torch.Tensor, name: str) -> None:
 _default: KVStore | None = None
 
 
-def init_kvstore(partition_book: RangePartitionBook) -> KVStore:
-    """Create a :class:`KVStore` over ``partition_book`` and make it the default store.
+def same_partitioning(a: RangePartitionBook, b: RangePartitionBook) -> bool:
+    """Whether two partition books describe the same partitioning for the same partition
+    (number of partitions, this partition, node and edge ranges). Local."""
+    return (a.num_partitions(), a.partid) == (b.num_partitions(), b.partid) and \
+        torch.equal(a.node_ranges, b.node_ranges) and torch.equal(a.edge_ranges, b.edge_ranges)
 
-    Collective (see :class:`KVStore`). :class:`~sarlite.sampling.DistGraph` calls it;
-    call it yourself to use :class:`~sarlite.kv.DistTensor` without a graph.
+
+def init_kvstore(partition_book: RangePartitionBook) -> KVStore:
+    """Create a :class:`KVStore` over ``partition_book`` and make it the default store,
+    **replacing** any earlier default store.
+
+    Collective (see :class:`KVStore`). Call it to use :class:`~sarlite.kv.DistTensor`
+    without a graph, or to start over with a new store; DistTensors made before keep
+    using the store they were made in. :class:`~sarlite.sampling.DistGraph` calls it only
+    when there is no default store (or when told to replace it).
     """
     global _default
     _default = KVStore(partition_book)
+    return _default
+
+
+def current_kvstore() -> KVStore | None:
+    """The default store, or ``None`` while there is none. Local."""
     return _default
 
 
@@ -361,7 +438,8 @@ def get_kvstore() -> KVStore:
         ``sarlite.init()`` first.
     """
     if _default is None:
-        raise RuntimeError("no KVStore: create a sarlite.DistGraph(part_config) (or call "
-                           "sarlite.kv.init_kvstore(partition_book)) after sarlite.init() "
-                           "before creating DistTensors or DistEmbeddings")
+        raise RuntimeError("no KVStore: create a sarlite.DistGraph(graph_name, "
+                           "part_config=...) (or call sarlite.kv.init_kvstore("
+                           "partition_book)) after sarlite.init() before creating "
+                           "DistTensors or DistEmbeddings")
     return _default

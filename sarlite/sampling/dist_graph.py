@@ -1,10 +1,11 @@
 """DistGraph: DGL's distributed graph facade over one partition per rank and the KV layer.
 
-Each rank loads its own partition (``local_partition``) and puts the owned rows of every
-node and edge feature into the KV layer, so ``g.ndata[name][ids]`` works for any global
-id. Graph queries that need rows other ranks own (``find_edges``, ``in_degrees``,
-``out_degrees``) are collective exchanges, like DistTensor reads. Only homogeneous graphs
-are supported.
+Each rank holds its own partition (a :class:`~sarlite.partition.PartitionData`, loaded by
+:func:`~sarlite.partition.load_partition_data`, the one parser of partition files) and
+puts the owned rows of every node and edge feature into the default KV store, so
+``g.ndata[name][ids]`` works for any global id. Graph queries that need rows other ranks
+own (``find_edges``, ``in_degrees``, ``out_degrees``) are collective exchanges, like
+DistTensor reads. Only homogeneous graphs are supported.
 """
 from __future__ import annotations
 
@@ -17,12 +18,12 @@ import torch
 from dgl.frame import Scheme
 
 from ..comm import rank, world_size
-from ..kv import DistTensor, KVStore, init_kvstore
+from ..kv import DistTensor, KVStore, current_kvstore, init_kvstore, same_partitioning
 from ..kv.protocol import KVCall, agree, validated
 from ..kv.routing import checked_ids, pull_rows, push_rows, sum_duplicates
 from ..partition import (DEFAULT_ETYPE, DEFAULT_NTYPE, EdgePartitionPolicy,
-                         NodePartitionPolicy, RangePartitionBook, load_partition,
-                         read_part_config)
+                         NodePartitionPolicy, PartitionData, RangePartitionBook,
+                         load_partition_data)
 from ..partition.book import DEFAULT_ETYPE_STR
 
 
@@ -63,53 +64,94 @@ class _DataView(MutableMapping):
         return repr(self._tensors)
 
 
-def _strip(features: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
-    return {key.removeprefix(prefix): value for key, value in features.items()}
-
-
 def _schemes(features: dict[str, torch.Tensor]) -> dict[str, tuple]:
     return {name: (tuple(v.shape[1:]), str(v.dtype)) for name, v in sorted(features.items())}
 
 
-def _within(ids: torch.Tensor, lo: int, hi: int) -> bool:
-    return not ids.numel() or (int(ids.min()) >= lo and int(ids.max()) < hi)
+def _config_argument(graph_name, part_config) -> tuple[str | None, str | os.PathLike]:
+    """``(graph_name to check or None, part_config)`` from DGL's arguments, also accepting
+    sarlite's shorthand ``DistGraph(part_config)`` (a path or a ``.json`` name alone)."""
+    if part_config is not None:
+        return graph_name, part_config
+    if isinstance(graph_name, os.PathLike) or str(graph_name).endswith(".json"):
+        return None, graph_name
+    raise ValueError(f"DistGraph({graph_name!r}) needs part_config: sarlite has no servers "
+                     f"to fetch the graph from, so pass the partition JSON, "
+                     f"DistGraph({graph_name!r}, part_config='out/{graph_name}.json')")
 
 
-def _covers(ids: torch.Tensor, lo: int, hi: int) -> bool:
-    """Whether ``ids`` holds each of ``lo .. hi - 1`` exactly once."""
-    return ids.numel() == hi - lo and _within(ids, lo, hi) and \
-        bool((torch.bincount(ids - lo, minlength=hi - lo) == 1).all())
+def _check_data(data: PartitionData, graph_name: str | None,
+                gpb: RangePartitionBook | None) -> None:
+    """Raise ``ValueError`` unless ``data`` is this rank's partition, one per rank, of
+    graph ``graph_name`` (when given) partitioned as ``gpb`` (when given)."""
+    if data.num_parts != world_size() or data.rank != rank():
+        raise ValueError(f"partition {data.rank} of {data.num_parts} cannot be rank "
+                         f"{rank()} of {world_size()}; DistGraph needs partition r on rank "
+                         f"r, one per rank (torchrun --nproc_per_node={data.num_parts})")
+    if data.partition_graph is None:
+        raise ValueError("the PartitionData holds no partition graph; load it with "
+                         "sarlite.load_partition_data")
+    if graph_name is not None and graph_name != data.graph_name:
+        raise ValueError(f"the partitions hold graph {data.graph_name!r}, not "
+                         f"{graph_name!r}")
+    if gpb is not None and not same_partitioning(gpb, data.partition_book):
+        raise ValueError(f"gpb {gpb} differs from the partition book of the partitions, "
+                         f"{data.partition_book}")
 
 
-class _Loaded:
-    """One rank's partition and what is derived from it locally."""
+def _by_id(rows: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+    """Rows reordered so that row ``position[i]`` is ``rows[i]``; ``rows`` itself (no
+    copy) when ``position`` is already ``0, 1, ...``."""
+    rows = rows.cpu()
+    if torch.equal(position, torch.arange(position.numel())):
+        return rows
+    out = torch.empty_like(rows)
+    out[position] = rows
+    return out
 
-    def __init__(self, part_config, graph_name: str | None):
-        meta = read_part_config(part_config)          # NotImplementedError if heterogeneous
-        if meta["num_parts"] != world_size():
-            raise ValueError(f"{part_config} has {meta['num_parts']} partitions but there "
-                             f"are {world_size()} ranks; DistGraph needs one partition per "
-                             f"rank (torchrun --nproc_per_node={meta['num_parts']})")
-        if graph_name is not None and graph_name != meta["graph_name"]:
-            raise ValueError(f"{part_config} holds graph {meta['graph_name']!r}, not "
-                             f"{graph_name!r}")
-        graph, nfeat, efeat, book, self.graph_name, _, _ = load_partition(part_config, rank())
-        self.graph, self.book = graph, book
-        self.node_feats = _strip(nfeat, DEFAULT_NTYPE + "/")
-        self.edge_feats = _strip(efeat, DEFAULT_ETYPE_STR + "/")
-        inner = graph.edata["inner_edge"].bool()
-        local_src, local_dst = graph.edges()
-        nid = graph.ndata[dgl.NID]
-        self.src, dst = nid[local_src[inner]], nid[local_dst[inner]]
-        eids = graph.edata[dgl.EID][inner]
-        (node_lo, node_hi), (edge_lo, edge_hi) = (book.node_ranges[book.partid].tolist(),
-                                                  book.edge_ranges[book.partid].tolist())
-        if not (_covers(eids, edge_lo, edge_hi) and _within(dst, node_lo, node_hi)):
-            raise ValueError(f"{part_config}: the inner edges of part {book.partid} are not "
-                             f"exactly the edges it owns, into nodes it owns")
+
+def _reusable_store(book: RangePartitionBook, replace: bool) -> KVStore | None:
+    """The default store to keep using, or ``None`` when a new one must be made. Local.
+
+    Raises ``ValueError`` when the default store is over another partitioning and
+    ``replace`` is false.
+    """
+    store = current_kvstore()
+    if replace or store is None:
+        return None
+    if same_partitioning(store.partition_book, book):
+        return store
+    old = store.partition_book
+    raise ValueError(f"the default KVStore is over another partitioning ({old}, node ranges "
+                     f"{old.node_ranges.tolist()}) than this graph ({book}, node ranges "
+                     f"{book.node_ranges.tolist()}); pass replace_kvstore=True to make a new "
+                     f"default store for this graph (DistTensors made before keep the old "
+                     f"one), or call sarlite.kv.init_kvstore(partition_book) first")
+
+
+class _Local:
+    """What one rank derives from its partition, without communication.
+
+    ``src``: ``(E_owned,)`` global sources of the owned edges; ``in_degrees``:
+    ``(N_owned,)``; ``local_eid``: ``(E_owned,)`` position in the partition graph of each
+    owned edge id, in edge id order; ``node_feats``: the data's own tensors;
+    ``edge_feats``: ``{name: (E_owned, ...)}`` in edge id order.
+    """
+
+    def __init__(self, data: PartitionData):
+        book, graph = data.partition_book, data.partition_graph
+        (node_lo, node_hi), (edge_lo, edge_hi) = data.owned_range, data.owned_edge_range
+        dst = torch.cat([shard.dst for shard in data.shards])
+        eids = torch.cat([shard.eids for shard in data.shards])
+        self.src = torch.cat([shard.src for shard in data.shards])
         self.in_degrees = torch.bincount(dst - node_lo, minlength=node_hi - node_lo)
+        inner = graph.edata["inner_edge"].bool()
         self.local_eid = torch.empty(edge_hi - edge_lo, dtype=torch.int64)
-        self.local_eid[eids - edge_lo] = inner.nonzero().squeeze(1)
+        self.local_eid[graph.edata[dgl.EID][inner] - edge_lo] = inner.nonzero().squeeze(1)
+        self.node_feats = data.node_features
+        self.edge_feats = {name: _by_id(rows, eids - edge_lo)
+                           for name, rows in data.edge_features.items()}
+        self.graph, self.book, self.graph_name = graph, book, data.graph_name
 
     def record(self) -> tuple:
         return (self.graph_name, self.book.node_ranges.tolist(),
@@ -122,57 +164,120 @@ class DistGraph:
 
     Parameters
     ----------
+    graph_name:
+        The graph's name; it must equal the name in ``part_config``. (sarlite also takes
+        the partition config alone, ``DistGraph("out/g.json")``: a path or a name ending
+        in ``.json`` with no ``part_config``.)
+    gpb:
+        Optional :class:`~sarlite.partition.RangePartitionBook`; when given it must
+        describe the partitioning in ``part_config`` (there are no servers to share it
+        with, so it is only checked).
     part_config:
         The partition JSON written by :func:`sarlite.partition_graph` or
-        ``dgl.distributed.partition_graph``, with one partition per rank.
-    graph_name:
-        Optional; when given it must equal the name in ``part_config``. (DGL's first
-        argument; here the config comes first because there are no servers to ask.)
+        ``dgl.distributed.partition_graph``, with one partition per rank. Required: with
+        no servers, the graph comes from the files.
+    replace_kvstore:
+        Keyword-only. Make a new default KV store for this graph even when one exists
+        (see below).
 
     Creating it is a **collective** called after ``sarlite.init()`` on every rank: rank
-    ``r`` loads partition ``r`` and the ranks check that they loaded the same graph. It
-    sets up the default :class:`~sarlite.kv.KVStore` (replacing any earlier one), so that
-    DistTensors without a ``part_policy`` are sharded like this graph's nodes or edges.
+    ``r`` loads partition ``r`` with :func:`sarlite.load_partition_data` (or takes it
+    from :meth:`from_partition_data`) and the ranks check that they hold the same graph.
     ``find_edges``, ``in_degrees``, ``out_degrees`` and ``barrier`` are collectives too:
     every rank calls them in the same order, possibly with no ids. They block and end with
     :class:`~sarlite.comm.CollectiveError` when a rank does not join in time.
+
+    **The default KV store.** As ``dgl.distributed.initialize`` followed by ``DistGraph``,
+    the graph keeps its data in the process's default :class:`~sarlite.kv.KVStore` (the one
+    DistTensors without a store use): it **reuses** the default store when that is over an
+    equal partition book, **creates and registers** one when there is none, and raises
+    ``ValueError`` when the default store is over a *different* partitioning, unless
+    ``replace_kvstore=True`` (or an earlier :func:`sarlite.kv.init_kvstore`) replaces it.
+    The node and edge features are added to the store under DGL's names
+    (``"node~_N:<name>"``, ``"edge~_N:_E:_N:<name>"``) as the very tensors the partition
+    data holds where they are contiguous CPU tensors (writes through ``ndata`` change
+    them). A later graph over the same partitioning replaces those entries (same shapes
+    and dtypes required), so an earlier graph's ``ndata`` then reads the later graph's
+    rows, as in DGL. Fields named ``*_mask`` are bool.
 
     Raises
     ------
     NotImplementedError
         The partitions describe a heterogeneous graph.
     ValueError
-        The number of partitions differs from the number of ranks, the ranks loaded
-        different graphs, or ``graph_name`` differs.
+        ``part_config`` is missing, the number of partitions differs from the number of
+        ranks, the ranks loaded different graphs, ``graph_name`` or ``gpb`` differs, or
+        the default KV store is over another partitioning.
     FileNotFoundError
         The config or a partition file is missing.
     CollectiveError
-        Another rank failed to load its partition (its error is quoted).
+        Another rank failed (its error is quoted).
     """
 
-    def __init__(self, part_config: str | os.PathLike, graph_name: str | None = None):
-        loaded, error = None, None
+    def __init__(self, graph_name: str | os.PathLike, gpb: RangePartitionBook | None = None,
+                 part_config: str | os.PathLike | None = None, *,
+                 replace_kvstore: bool = False):
+        data, error = None, None
         try:
-            loaded = _Loaded(part_config, graph_name)
+            graph_name, part_config = _config_argument(graph_name, part_config)
+            data = load_partition_data(part_config)
         except Exception as err:  # every rank must learn of it, see kv.protocol.agree
             error = err
-        agree(f"DistGraph({str(part_config)!r})", loaded and loaded.record(), error)
-        self._graph = loaded.graph
-        self._graph_name = loaded.graph_name
-        self._book: RangePartitionBook = loaded.book
-        self._store: KVStore = init_kvstore(self._book)
+        self._attach(f"DistGraph(part_config={str(part_config)!r})", data, error,
+                     graph_name, gpb, replace_kvstore)
+
+    @classmethod
+    def from_partition_data(cls, data: PartitionData, *,
+                            replace_kvstore: bool = False) -> DistGraph:
+        """The DistGraph of partitions already loaded by
+        :func:`sarlite.load_partition_data`, without reading any file again.
+
+        ``data`` is this rank's partition (``data.rank == rank``, one partition per rank).
+        Its contiguous CPU feature tensors become the KV store's rows (no copy; edge
+        features are reordered from shard order to edge id order, a copy unless already in
+        that order), and its partition graph becomes :attr:`local_partition`; the shards
+        are not kept. Collective like the constructor, with the same default-store rules
+        and errors (except the file ones).
+        """
+        graph = cls.__new__(cls)
+        graph._attach("DistGraph.from_partition_data", data, None, None, None,
+                      replace_kvstore)
+        return graph
+
+    def _attach(self, what: str, data: PartitionData | None, error: Exception | None,
+                graph_name: str | None, gpb: RangePartitionBook | None,
+                replace_kvstore: bool) -> None:
+        """Check ``data`` on every rank, then set the graph up from it. Collective."""
+        local, store, record = None, None, None
+        if error is None:
+            try:
+                _check_data(data, graph_name, gpb)
+                local = _Local(data)
+                store = _reusable_store(local.book, replace_kvstore)
+                record = local.record() + ("reuse" if store is not None else "create",)
+            except Exception as err:  # every rank must learn of it, see kv.protocol.agree
+                error = err
+        agree(what, record, error)
+        self._graph, self._graph_name = local.graph, local.graph_name
+        self._book: RangePartitionBook = local.book
+        self._store: KVStore = store if store is not None else init_kvstore(local.book)
         self._node_policy = NodePartitionPolicy(self._book)
         self._edge_policy = EdgePartitionPolicy(self._book)
-        self._in_degrees, self._local_eid = loaded.in_degrees, loaded.local_eid
-        self._out_degrees = self._count_out_degrees(loaded.src)
-        self._ndata = _DataView("node", self.num_nodes())
-        self._edata = _DataView("edge", self.num_edges())
-        for view, features, policy in ((self._ndata, loaded.node_feats, self._node_policy),
-                                       (self._edata, loaded.edge_feats, self._edge_policy)):
-            for name, rows in sorted(features.items()):
-                view[name] = DistTensor((policy.get_size(),) + tuple(rows.shape[1:]),
-                                        rows.dtype, name, init_func=lambda *_, r=rows: r,
-                                        part_policy=policy)
+        self._in_degrees, self._local_eid = local.in_degrees, local.local_eid
+        self._out_degrees = self._count_out_degrees(local.src)
+        self._ndata = self._add_data("node", local.node_feats, self._node_policy)
+        self._edata = self._add_data("edge", local.edge_feats, self._edge_policy)
+
+    def _add_data(self, kind: str, features: dict[str, torch.Tensor],
+                  policy: NodePartitionPolicy | EdgePartitionPolicy) -> _DataView:
+        """Put the owned rows of each feature into the store; a view of DistTensors on
+        them. Collective (two agreements per feature, in name order)."""
+        view = _DataView(kind, policy.get_size())
+        for name, rows in sorted(features.items()):
+            self._store.add_data(f"{policy.policy_str}:{name}", rows, policy)
+            view[name] = DistTensor((policy.get_size(),) + tuple(rows.shape[1:]),
+                                    rows.dtype, name, part_policy=policy)
+        return view
 
     def _count_out_degrees(self, src: torch.Tensor) -> torch.Tensor:
         """Out-degree of each owned node: every rank counts the sources of its owned

@@ -8,24 +8,27 @@ Evaluation stays one exact full-graph pass (:mod:`sarlite.train.loop`).
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import dgl
 
+from ..partition import PartitionData
 from ..sampling import DistGraph, DistNeighborSampler, DistNodeDataLoader, node_split
 from .config import Config
 
 
-def sampled_loader(cfg: Config, part_config: Path, rank: int) -> DistNodeDataLoader:
-    """The loader of sampled training batches for this rank.
+def sampled_loader(cfg: Config, data: PartitionData, rank: int) -> DistNodeDataLoader:
+    """The loader of sampled training batches for this rank, over ``data``: the
+    partition the loop loaded for the full-graph evaluation (its feature rows become the
+    KV store's rows, not copies; nothing is read from disk again).
 
-    Seeds DGL's sampling generator with ``train.seed * 1000 + rank`` (the rank's dropout
-    stream seed, as in the loop), so a run is reproducible.
+    The run owns the process's default KV store: the graph makes a new one
+    (``replace_kvstore=True``), so an earlier run in the same process over another
+    partitioning is no obstacle. Seeds DGL's sampling generator with ``train.seed * 1000
+    + rank`` (the rank's dropout stream seed, as in the loop), so a run is reproducible.
 
     Collective: every rank builds it at the same point (the ``DistGraph``, the pull of
     the training mask, the loader's size exchange), and every batch is a collective.
     """
-    graph = DistGraph(str(part_config))
+    graph = DistGraph.from_partition_data(data, replace_kvstore=True)
     train_nids = node_split(graph.ndata["train_mask"], graph.get_partition_book())
     sampler = DistNeighborSampler(cfg.train.sampling.fanouts, prefetch_node_feats=["feat"],
                                   prefetch_labels=["label"])
