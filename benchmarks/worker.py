@@ -127,12 +127,13 @@ def run(args) -> None:
         rank, sync, num_train = 0, (lambda m: None), float(feats["train_mask"].sum())
     else:
         rank, _ = sarlite.init(backend="gloo")
+        sarlite.install_dgl_dispatch()          # the GAT case's edge_softmax
         data = sarlite.load_partition_data(args.config)
         feats = data.node_features
         graph = sarlite.construct_full_graph(data, mode=args.mode,
                                              pipeline_depth=args.pipeline_depth, device=device)
-        count = feats["train_mask"].sum().float().reshape(1)
-        torch.distributed.all_reduce(count)
+        count = sarlite.comm.all_reduce(feats["train_mask"].sum().float().reshape(1), "sum",
+                                        kind="benchmark")
         sync, num_train = sarlite.all_reduce_gradients, float(count)
     model = common.build_model(args.model, feats["feat"].shape[1], args.hidden,
                                args.num_classes, heads=args.heads).to(device)

@@ -12,6 +12,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
 
 
 def _gat_on_gpu(rank, world, config, state, mode):
+    sarlite.install_dgl_dispatch()
     import torch.distributed as dist
     assert dist.get_backend() == "nccl"
     device = torch.device("cuda", torch.cuda.current_device())

@@ -28,6 +28,7 @@ def _seeds_of(rank, world, num_owned):
 
 
 def _label_only(rank, world, config, state, mode):
+    sarlite.install_dgl_dispatch()
     data = sarlite.load_partition_data(config)
     seeds = _seeds_of(rank, world, data.num_owned_nodes)
     mfgs = sarlite.construct_mfgs(data, seeds, 2, mode=mode)

@@ -1,16 +1,15 @@
 """The SAR engine: sharded graphs, sequential aggregation, one-shot blocks."""
+from ..partition.data import PartitionData, ShardEdges, load_partition_data
 from .batchnorm import DistributedBatchNorm1d
-from .config import Config
 from .construct import construct_full_graph, construct_mfgs
 from .distributed_block import DistributedBlock
-from .edge_softmax import edge_softmax, install_edge_softmax, uninstall_edge_softmax
-from .graph_view import DistributedGraph
+from .dispatch import (edge_softmax, install_dgl_dispatch, uninstall_dgl_dispatch)
+from .graph_view import ShardedGraphBase
 from .manager import GraphShardManager
 from .message import message_has_parameters
-from .partition_data import PartitionData, ShardEdges, load_partition_data
 from .shards import GraphShard
 
-__all__ = ["Config", "DistributedBatchNorm1d", "DistributedBlock", "DistributedGraph",
-           "GraphShard", "GraphShardManager", "PartitionData", "ShardEdges",
-           "construct_full_graph", "construct_mfgs", "edge_softmax", "install_edge_softmax",
-           "load_partition_data", "message_has_parameters", "uninstall_edge_softmax"]
+__all__ = ["DistributedBatchNorm1d", "DistributedBlock", "GraphShard", "GraphShardManager",
+           "PartitionData", "ShardEdges", "ShardedGraphBase", "construct_full_graph",
+           "construct_mfgs", "edge_softmax", "install_dgl_dispatch", "load_partition_data",
+           "message_has_parameters", "uninstall_dgl_dispatch"]

@@ -4,22 +4,25 @@ from __future__ import annotations
 import torch
 
 from ..comm import world_size
-from .config import Config, check_depth, check_mode
-from .edge_softmax import install_edge_softmax
+from .config import check_depth, check_mode
+from .distributed_block import DistributedBlock
 from .manager import GraphShardManager
 from .partition_data import PartitionData
 from .shards import build_shards, global_out_degrees
 
 
-def _settings(data: PartitionData, mode, pipeline_depth) -> tuple[str, int]:
-    """Checked mode and pipeline depth (defaults from ``Config``); one-time set-up."""
-    mode = check_mode(Config.mode if mode is None else mode)
-    depth = check_depth(Config.pipeline_depth if pipeline_depth is None else pipeline_depth)
+def _settings(data: PartitionData, mode: str, pipeline_depth: int) -> tuple[str, int]:
+    """Checked mode and pipeline depth."""
+    mode, depth = check_mode(mode), check_depth(pipeline_depth)
     if world_size() != data.num_parts:
         raise ValueError(f"world size {world_size()} does not match the {data.num_parts} "
                          f"partitions: launch one worker per partition")
-    install_edge_softmax()
     return mode, depth
+
+
+def _as_mode(manager: GraphShardManager, mode: str):
+    """The manager itself, or (one-shot) its shards merged into a DistributedBlock."""
+    return DistributedBlock.from_manager(manager) if mode == "one-shot" else manager
 
 
 def _owned_in_degrees(data: PartitionData) -> torch.Tensor:
@@ -31,14 +34,16 @@ def _owned_in_degrees(data: PartitionData) -> torch.Tensor:
     return degrees
 
 
-def construct_full_graph(data: PartitionData, mode: str | None = None,
-                         pipeline_depth: int | None = None, device=None):
+def construct_full_graph(data: PartitionData, mode: str = "sar", pipeline_depth: int = 1,
+                         device=None):
     """The full graph of this worker: a :class:`GraphShardManager`.
 
-    With ``mode="one-shot"`` (argument or ``sarlite.Config.mode``) it returns the
+    ``mode`` is ``"sar"`` (sequential aggregation, rematerialized backward), ``"sa"``
+    (sequential, autograd graph kept) or ``"one-shot"``, which returns the
     :class:`DistributedBlock` of :meth:`GraphShardManager.get_full_partition_graph`
-    instead. ``edata`` starts with the partition's edge features (shard order). Installs
-    sarlite's ``edge_softmax`` into ``dgl.nn`` (see :mod:`sarlite.core.edge_softmax`).
+    instead. ``pipeline_depth``: shards fetched ahead of the one being aggregated. ``edata``
+    starts with the partition's edge features (shard order). Attention layers and
+    ``dgl.ops`` calls need :func:`sarlite.install_dgl_dispatch` (called once, explicitly).
 
     Collective: every rank calls it once per graph (it agrees on which rows each rank
     serves to which).
@@ -60,8 +65,9 @@ def construct_full_graph(data: PartitionData, mode: str | None = None,
         shards, plan, hi - lo, hi - lo, in_degrees.to(device), out_degrees.to(device),
         {k: v.to(device) for k, v in data.edge_features.items()},
         mode="sar" if mode == "one-shot" else mode, pipeline_depth=depth,
-        node_ranges=data.node_ranges, edge_ids=torch.cat([e.eids for e in data.shards]))
-    return manager.get_full_partition_graph() if mode == "one-shot" else manager
+        node_ranges=data.node_ranges, edge_ids=torch.cat([e.eids for e in data.shards]),
+        global_counts=(data.num_nodes, int(data.partition_book.edge_ranges[-1, 1])))
+    return _as_mode(manager, mode)
 
 
 def _positions(order: torch.Tensor, size: int) -> torch.Tensor:
@@ -72,8 +78,7 @@ def _positions(order: torch.Tensor, size: int) -> torch.Tensor:
 
 
 def construct_mfgs(data: PartitionData, seed_nodes, num_layers: int,
-                   mode: str | None = None, pipeline_depth: int | None = None,
-                   device=None) -> list:
+                   mode: str = "sar", pipeline_depth: int = 1, device=None) -> list:
     """Message-flow graphs that compute ``num_layers`` layers for ``seed_nodes`` only.
 
     For label-only training: the last block's destination nodes are the seeds; each earlier
@@ -129,9 +134,8 @@ def construct_mfgs(data: PartitionData, seed_nodes, num_layers: int,
             in_degrees[outputs].to(device), out_degrees[inputs[0]].to(device),
             {k: v[mask].to(device) for k, v in data.edge_features.items()},
             mode="sar" if mode == "one-shot" else mode, pipeline_depth=depth,
-            is_block=True)
-        block = manager.get_full_partition_graph() if mode == "one-shot" else manager
-        block.input_nodes, block.output_nodes = inputs[0].to(device), outputs.to(device)
-        blocks.append(block)
+            is_block=True, edge_ids=torch.cat([e.eids[m] for e, m in zip(data.shards, picked)]),
+            input_nodes=inputs[0].to(device), output_nodes=outputs.to(device))
+        blocks.append(_as_mode(manager, mode))
         outputs = inputs[0]
     return blocks[::-1]

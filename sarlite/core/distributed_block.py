@@ -3,8 +3,11 @@
 The block's source nodes are the owned nodes followed by every remote (halo) row, grouped
 by owner; its destination nodes are the owned nodes. Before message passing each source
 field is completed with its halo rows in one collective exchange, whose backward sends the
-halo gradients back in one exchange. Any DGL reducer works, at the cost of holding every
-halo row of the layer (and its autograd graph).
+halo gradients back in one exchange (and is itself differentiable, so double backward
+works). Any DGL reducer works, at the cost of holding every halo row of the layer (and its
+autograd graph). Python (UDF) reducers see each node's messages in global edge-id order,
+as DGL's mailbox on the unpartitioned graph does, so order-dependent reducers (SAGEConv
+``lstm``) are exact too.
 """
 from __future__ import annotations
 
@@ -12,8 +15,8 @@ import dgl
 import torch
 
 from ..comm import all_to_all_rows, rank
-from .graph_view import DistributedGraph
-from .message import message_inputs
+from .graph_view import ShardedGraphBase
+from .message import check_all_edges, check_layer, is_udf, message_inputs
 
 
 class HaloExchange(torch.autograd.Function):
@@ -25,25 +28,24 @@ class HaloExchange(torch.autograd.Function):
     @staticmethod
     def forward(ctx, owned: torch.Tensor, block: "DistributedBlock"):
         ctx.block = block
-        me = rank()
-        chunks = [owned[idx] if k != me else owned[:0]
-                  for k, idx in enumerate(block.plan.send_idx)]
-        received = all_to_all_rows(chunks, kind="oneshot_fetch")
-        return torch.cat([owned] + [r for k, r in enumerate(received) if k != me])
+        return block.with_halo(owned)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        block = ctx.block
-        me = rank()
-        num_owned = block.num_src_nodes()
-        pieces = iter(grad[num_owned:].split(block.halo_sizes()))
-        chunks = [next(pieces) if k != me else grad[:0] for k in range(len(block.halo))]
-        received = all_to_all_rows(chunks, kind="oneshot_grad")
-        grad_owned = grad[:num_owned].clone()
-        for k, rows in enumerate(received):
-            if k != me:
-                grad_owned.index_add_(0, block.plan.send_idx[k], rows)
-        return grad_owned, None
+        return HaloReturn.apply(grad, ctx.block), None
+
+
+class HaloReturn(torch.autograd.Function):
+    """The adjoint of :class:`HaloExchange`: halo-row gradients summed into their owners."""
+
+    @staticmethod
+    def forward(ctx, grad: torch.Tensor, block: "DistributedBlock"):
+        ctx.block = block
+        return block.return_halo(grad)
+
+    @staticmethod
+    def backward(ctx, grad_owned: torch.Tensor):
+        return HaloExchange.apply(grad_owned, ctx.block), None
 
 
 def _written(before: dict, after) -> list[str]:
@@ -51,7 +53,7 @@ def _written(before: dict, after) -> list[str]:
     return [k for k in after.keys() if k not in before or after[k] is not before[k]]
 
 
-class DistributedBlock(DistributedGraph):
+class DistributedBlock(ShardedGraphBase):
     """All owned in-edges as one DGL block, with one-shot halo exchange.
 
     Looks like :class:`GraphShardManager` to ``dgl.nn`` layers (nodes = owned nodes,
@@ -66,16 +68,21 @@ class DistributedBlock(DistributedGraph):
     mode = "one-shot"
 
     def __init__(self, block: dgl.DGLGraph, plan, halo: list[int], num_src: int,
-                 in_degrees, out_degrees, edata, is_block: bool = False):
+                 in_degrees, out_degrees, edata, is_block: bool = False,
+                 global_counts=None, edge_ids: torch.Tensor | None = None,
+                 input_nodes=None, output_nodes=None):
         super().__init__(num_src, block.num_dst_nodes(), in_degrees, out_degrees,
-                         block.edges()[1], edata, is_block)
+                         block.edges()[1], edata, is_block, global_counts)
         self.block = block
         self.plan = plan
         self.halo = halo
+        self._edge_ids = edge_ids
+        self._ordered = None
+        self.input_nodes, self.output_nodes = input_nodes, output_nodes
 
     @classmethod
-    def from_shards(cls, manager) -> "DistributedBlock":
-        """Merge a :class:`GraphShardManager`'s shards into one block."""
+    def from_manager(cls, manager) -> "DistributedBlock":
+        """Merge a :class:`GraphShardManager`'s shards into one block (its data shared)."""
         me, num_src = rank(), manager.num_src_nodes()
         halo = [0 if s.src_part == me else s.rows.numel() for s in manager.shards]
         offsets = torch.tensor([0] + halo[:-1]).cumsum(0).tolist()
@@ -89,39 +96,104 @@ class DistributedBlock(DistributedGraph):
                                  num_src_nodes=num_src + sum(halo),
                                  num_dst_nodes=manager.num_dst_nodes(), device=manager.device)
         merged = cls(block, manager.plan, halo, num_src, manager.in_degrees(),
-                     manager.out_degrees(), manager.edata, manager.is_block)
+                     manager.out_degrees(), manager.edata, manager.is_block,
+                     manager._global_counts, manager._edge_ids, manager.input_nodes,
+                     manager.output_nodes)
         merged.srcdata.update(manager.srcdata)
         merged.dstdata.update(manager.dstdata)
         return merged
 
+    # -- the halo exchange -------------------------------------------------------------
     def halo_sizes(self) -> list[int]:
         """Halo rows received from each other rank, in rank order (self excluded)."""
         return [n for k, n in enumerate(self.halo) if k != rank()]
 
+    def with_halo(self, owned: torch.Tensor) -> torch.Tensor:
+        """Owned rows followed by every halo row (collective, not differentiable)."""
+        me = rank()
+        chunks = [owned[idx] if k != me else owned[:0]
+                  for k, idx in enumerate(self.plan.send_idx)]
+        received = all_to_all_rows(chunks, kind="oneshot_fetch")
+        return torch.cat([owned] + [r for k, r in enumerate(received) if k != me])
+
+    def return_halo(self, grad: torch.Tensor) -> torch.Tensor:
+        """Owned-row gradients plus the halo-row gradients other ranks send back."""
+        me, num_owned = rank(), self.num_src_nodes()
+        pieces = iter(grad[num_owned:].split(self.halo_sizes()))
+        chunks = [next(pieces) if k != me else grad[:0] for k in range(len(self.halo))]
+        received = all_to_all_rows(chunks, kind="oneshot_grad")
+        grad_owned = grad[:num_owned].clone()
+        for k, rows in enumerate(received):
+            if k != me:
+                grad_owned.index_add_(0, self.plan.send_idx[k], rows)
+        return grad_owned
+
+    def halo_return(self, rows: torch.Tensor) -> torch.Tensor:
+        """``(num_owned + num_halo, ...)`` per-source rows -> ``(num_owned, ...)``: each halo
+        row is added into its owner's row, differentiably. Collective."""
+        return HaloReturn.apply(rows, self)
+
+    def reverse(self):
+        """The reversed graph (see :mod:`sarlite.core.reverse`), as ``dgl.reverse`` gives."""
+        from .reverse import ReversedGraph
+        if self.is_block:
+            raise NotImplementedError("reversing a message-flow graph (block) is not "
+                                      "supported, as in DGL")
+        return ReversedGraph(self)
+
     def _to(self, device) -> None:
         self.block = self.block.to(device)
         self.plan = self.plan.to(device)
+        self._ordered = None
+        if self.input_nodes is not None:
+            self.input_nodes = self.input_nodes.to(device)
+            self.output_nodes = self.output_nodes.to(device)
 
-    def _prepare(self, func, scope):
+    # -- message passing ---------------------------------------------------------------
+    def _edge_order(self) -> tuple[dgl.DGLGraph, torch.Tensor]:
+        """The block with its edges in global edge-id order, and that permutation."""
+        if self._ordered is None:
+            if self._edge_ids is None:
+                raise NotImplementedError("a Python reducer needs the global edge ids: "
+                                          "build the graph with sarlite.construct_full_graph "
+                                          "or sarlite.construct_mfgs")
+            perm = torch.argsort(self._edge_ids.to(self.device))
+            src, dst = self.block.edges()
+            block = dgl.create_block((src[perm], dst[perm]),
+                                     num_src_nodes=self.block.num_src_nodes(),
+                                     num_dst_nodes=self.block.num_dst_nodes(),
+                                     device=self.device)
+            self._ordered = (block, perm)
+        return self._ordered
+
+    def _prepare(self, func, scope, perm=None):
         src, dst, edge = message_inputs(func, self.srcdata.keys(), self.dstdata.keys(),
                                         self.edata.keys())
         scope.srcdata.update({n: HaloExchange.apply(self.srcdata[n], self) for n in src})
         scope.dstdata.update({n: self.dstdata[n] for n in dst})
-        scope.edata.update({n: self.edata[n] for n in edge})
+        scope.edata.update({n: self.edata[n] if perm is None else self.edata[n][perm]
+                            for n in edge})
 
     def update_all(self, message_func, reduce_func, apply_node_func=None, etype=None):
-        """Message passing over all owned edges in one step; any DGL reducer. Collective."""
-        with self.block.local_scope():
-            self._prepare(message_func, self.block)
-            before = dict(self.block.dstdata)
-            self.block.update_all(message_func, reduce_func, apply_node_func)
-            for name in _written(before, self.block.dstdata):
-                self.dstdata[name] = self.block.dstdata[name]
+        """Message passing over all owned edges in one step; any DGL reducer. Collective.
+
+        A Python reducer receives each node's messages in global edge-id order, as on the
+        unpartitioned graph.
+        """
+        for func in (message_func, reduce_func):
+            check_layer(func, len(self.halo))
+        block, perm = self._edge_order() if is_udf(reduce_func) else (self.block, None)
+        with block.local_scope():
+            self._prepare(message_func, block, perm)
+            before = dict(block.dstdata)
+            block.update_all(message_func, reduce_func, apply_node_func)
+            for name in _written(before, block.dstdata):
+                self.dstdata[name] = block.dstdata[name]
 
     def apply_edges(self, func, edges="__ALL__", etype=None):
         """Per-edge values on all owned edges in one step; results land in ``edata``."""
-        if not isinstance(edges, str) or edges != "__ALL__":
-            raise NotImplementedError("apply_edges on a subset of edges is not supported")
+        check_all_edges(edges)
+        check_layer(func, len(self.halo))
         with self.block.local_scope():
             self._prepare(func, self.block)
             before = dict(self.block.edata)

@@ -1,6 +1,6 @@
 """The part of ``dgl.DGLGraph`` that unmodified ``dgl.nn`` layers touch.
 
-:class:`DistributedGraph` gives both distributed graph objects (the sequential
+:class:`ShardedGraphBase` gives both distributed graph objects (the sequential
 :class:`GraphShardManager` and the one-shot :class:`DistributedBlock`) DGL's data views,
 sizes, degrees, types and ``local_scope``. For a full graph its nodes are this worker's
 owned nodes, ``srcdata``, ``dstdata`` and ``ndata`` are one dict, and its edges are the
@@ -20,7 +20,7 @@ from dgl.ops import edge_softmax as dgl_edge_softmax
 from ..partition.book import DEFAULT_ETYPE, DEFAULT_NTYPE
 
 
-class DistributedGraph:
+class ShardedGraphBase:
     """Base of the distributed graph objects: views, sizes, degrees and types.
 
     Subclasses implement ``update_all``, ``apply_edges`` and ``_to``.
@@ -36,11 +36,15 @@ class DistributedGraph:
         ``(num_edges,)`` destination index of every edge, in edge order.
     is_block:
         True for message-flow graphs (separate source and destination data).
+    global_counts:
+        ``(nodes, edges)`` of the whole graph, for ``batch_num_nodes``/``batch_num_edges``.
     """
 
     def __init__(self, num_src: int, num_dst: int, in_degrees: torch.Tensor,
                  out_degrees: torch.Tensor, edge_dst: torch.Tensor,
-                 edata: dict[str, torch.Tensor] | None = None, is_block: bool = False):
+                 edata: dict[str, torch.Tensor] | None = None, is_block: bool = False,
+                 global_counts: tuple[int, int] | None = None):
+        self._global_counts = global_counts
         self._num_src, self._num_dst = num_src, num_dst
         self.is_block = is_block
         self._in_degrees = in_degrees
@@ -89,7 +93,7 @@ class DistributedGraph:
         dicts = [self._srcdata, self._edata]
         return dicts + [self._dstdata] if self.is_block else dicts
 
-    def local_var(self) -> "DistributedGraph":
+    def local_var(self) -> "ShardedGraphBase":
         """A view sharing structure and tensors whose field changes stay local, as in DGL."""
         clone = copy.copy(self)
         clone._srcdata, clone._edata = dict(self._srcdata), dict(self._edata)
@@ -109,6 +113,28 @@ class DistributedGraph:
 
     def num_edges(self, etype=None) -> int:
         return self._edge_dst.numel()
+
+    # -- batch information: one graph, counted over all workers -------------------------
+    @property
+    def batch_size(self) -> int:
+        """1: the distributed graph is one graph (spread over the workers)."""
+        return 1
+
+    def batch_num_nodes(self, ntype=None) -> torch.Tensor:
+        """``tensor([N])`` with ``N`` the node count of the **whole** graph, as DGL reports
+        for the unpartitioned graph (layers that scale by it stay exact)."""
+        return torch.tensor([self._global(0)], dtype=torch.int64, device=self.device)
+
+    def batch_num_edges(self, etype=None) -> torch.Tensor:
+        """``tensor([E])`` with ``E`` the edge count of the whole graph."""
+        return torch.tensor([self._global(1)], dtype=torch.int64, device=self.device)
+
+    def _global(self, which: int) -> int:
+        if self._global_counts is None or self.is_block:
+            raise NotImplementedError(
+                "batch_num_nodes/batch_num_edges are defined for the full graph of "
+                "sarlite.construct_full_graph only, not for message-flow graphs")
+        return self._global_counts[which]
 
     number_of_nodes = num_nodes
     number_of_src_nodes = num_src_nodes
@@ -138,7 +164,7 @@ class DistributedGraph:
     canonical_etypes = [DEFAULT_ETYPE]
     is_homogeneous = True
 
-    def to(self, device) -> "DistributedGraph":
+    def to(self, device) -> "ShardedGraphBase":
         """Move structure and data to ``device``; returns ``self`` (in place)."""
         device = torch.device(device)
         self._in_degrees = self._in_degrees.to(device)
@@ -153,6 +179,40 @@ class DistributedGraph:
 
     def _to(self, device) -> None:
         raise NotImplementedError
+
+    # -- what sarlite refuses, with the reason ---------------------------------------------
+    def __getattr__(self, name: str):
+        """Any other ``DGLGraph`` member: refused with one clear ``AttributeError``."""
+        if not name.startswith("__") and hasattr(dgl.DGLGraph, name):
+            raise AttributeError(
+                f"DGLGraph.{name} is not supported on a sarlite distributed graph: each "
+                f"worker holds one partition (owned nodes, and the edges into them). Compute "
+                f"it on the whole graph before sarlite.partition_graph, or see README "
+                f"'Full-graph training' for what layers may use")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def _graph(self):
+        raise NotImplementedError(
+            "this DGL function needs a local dgl.DGLGraph and got a sarlite distributed graph. "
+            "dgl.ops (gspmm, gsddmm, u_mul_e_sum, ...), dgl.nn.functional.edge_softmax, "
+            "dgl.broadcast_nodes and dgl.reverse work on it after "
+            "sarlite.install_dgl_dispatch() (undo with sarlite.uninstall_dgl_dispatch()). "
+            "Other graph functions and transforms are not supported on a partitioned graph: "
+            "apply them before sarlite.partition_graph")
+
+    def add_self_loop(self, *args, **kwargs):
+        raise NotImplementedError(
+            "add_self_loop/remove_self_loop would change the partitioned structure, so layers "
+            "that call them (TWIRLSConv) are not supported; add or remove self-loops with "
+            "dgl.add_self_loop(g) before sarlite.partition_graph")
+
+    remove_self_loop = add_self_loop
+
+    def __getitem__(self, key):
+        raise NotImplementedError(
+            "a sarlite distributed graph has one node and one edge type: g[etype] slicing "
+            "is not supported; use the graph itself")
 
     # -- attention ---------------------------------------------------------------------
     def edge_softmax(self, logits: torch.Tensor) -> torch.Tensor:

@@ -4,14 +4,15 @@ from __future__ import annotations
 import dgl
 import torch
 
-from .config import check_depth, check_mode
-from .graph_view import DistributedGraph
-from .message import declared_parameters, message_inputs, reducer_name
-from .sar_op import SequentialAggregation, ShardOp
+from .config import check_depth
+from .graph_view import ShardedGraphBase
+from .message import (check_all_edges, check_fields, check_layer, declared_parameters, is_udf,
+                      message_inputs, reducer_name)
+from .sar_op import Message, ShardSet, run_sequential
 from .shards import GraphShard, RingPlan
 
 
-class GraphShardManager(DistributedGraph):
+class GraphShardManager(ShardedGraphBase):
     """This worker's N graph shards, behaving like a ``DGLGraph`` for ``dgl.nn`` layers.
 
     Its nodes are the owned nodes and its edges the owned edges (those into owned nodes),
@@ -38,40 +39,62 @@ class GraphShardManager(DistributedGraph):
                  in_degrees: torch.Tensor, out_degrees: torch.Tensor,
                  edata: dict[str, torch.Tensor], mode: str = "sar", pipeline_depth: int = 1,
                  is_block: bool = False, node_ranges: torch.Tensor | None = None,
-                 edge_ids: torch.Tensor | None = None):
+                 edge_ids: torch.Tensor | None = None,
+                 global_counts: tuple[int, int] | None = None,
+                 input_nodes: torch.Tensor | None = None,
+                 output_nodes: torch.Tensor | None = None):
         edge_dst = torch.cat([s.block.edges()[1] for s in shards]) if shards else \
             torch.zeros(0, dtype=torch.int64)
         super().__init__(num_src, num_dst, in_degrees, out_degrees, edge_dst, edata,
-                         is_block)
+                         is_block, global_counts)
+        if mode not in ("sar", "sa"):
+            raise ValueError(f"GraphShardManager runs mode 'sar' or 'sa', got {mode!r} "
+                             f"(one-shot graphs are DistributedBlock)")
         self.shards = shards
         self.plan = plan
-        self.mode = check_mode(mode)
+        self.mode = mode
         self.pipeline_depth = check_depth(pipeline_depth)
         self._node_ranges = node_ranges
         self._edge_ids = edge_ids
+        self.input_nodes, self.output_nodes = input_nodes, output_nodes
         self._sampling_graph = None
 
     def _to(self, device) -> None:
+        if self.input_nodes is not None:
+            self.input_nodes = self.input_nodes.to(device)
+            self.output_nodes = self.output_nodes.to(device)
         self.shards = [shard.to(device) for shard in self.shards]
         self.plan = self.plan.to(device)
         self._sampling_graph = None
 
-    def _fields(self, func):
-        return message_inputs(func, self.srcdata.keys(), self.dstdata.keys(),
-                              self.edata.keys())
+    def _shard_set(self) -> ShardSet:
+        if not self.shards and self.plan.size:
+            raise RuntimeError("this GraphShardManager gave its shards to "
+                               "get_full_partition_graph(); use the DistributedBlock")
+        return ShardSet(tuple(self.shards), self.plan, self.pipeline_depth,
+                        self.in_degrees())
 
-    def _run(self, op: ShardOp, params):
-        values = ([self.srcdata[n] for n in op.src_names] +
-                  [self.dstdata[n] for n in op.dst_names] +
-                  [self.edata[n] for n in op.edge_names])
-        return SequentialAggregation.apply(op, *values, *params)
+    def _run(self, func, reducer=None, msg_field=None, out_field=None) -> dict:
+        check_layer(func, self.plan.size)
+        src, dst, edge = message_inputs(func, self.srcdata.keys(), self.dstdata.keys(),
+                                        self.edata.keys())
+        message = Message(func, tuple(src), tuple(dst), tuple(edge), is_udf(func), reducer,
+                          msg_field, out_field)
+        values = ([self.srcdata[n] for n in src] + [self.dstdata[n] for n in dst] +
+                  [self.edata[n] for n in edge])
+        check_fields("update_all" if reducer else "apply_edges",
+                     {n: self.srcdata[n] for n in src})
+        return run_sequential(self._shard_set(), message, values, declared_parameters(func),
+                              keep_graph=self.mode == "sa")
 
     def update_all(self, message_func, reduce_func, apply_node_func=None, etype=None):
         """Send messages along all owned edges and reduce them at owned nodes.
 
         ``reduce_func`` must be DGL's ``sum``, ``mean``, ``max`` or ``min`` (they fold
         shard by shard); the result lands in ``dstdata[reduce_func.out_field]``. Nodes
-        without in-edges get 0, as in DGL. Collective.
+        without in-edges get 0, as in DGL. Python message functions may use parameters
+        and other tensors freely: they are found automatically and receive their
+        gradients through autograd (see :mod:`sarlite.core.capture`). Collective.
 
         Raises
         ------
@@ -82,26 +105,22 @@ class GraphShardManager(DistributedGraph):
         if apply_node_func is not None:
             raise NotImplementedError("apply_node_func is not supported: apply it to "
                                       "g.dstdata after update_all")
-        src, dst, edge = self._fields(message_func)
-        params = declared_parameters(message_func)
-        op = ShardOp(self, message_func, src, dst, edge, len(params), reducer=name,
-                     msg_field=reduce_func.msg_field, out_field=reduce_func.out_field)
-        self.dstdata[reduce_func.out_field] = self._run(op, params)
+        out = self._run(message_func, name, reduce_func.msg_field, reduce_func.out_field)
+        self.dstdata.update(out)
 
     def apply_edges(self, func, edges="__ALL__", etype=None):
         """Compute per-edge values on all owned edges; results land in ``edata``.
 
         ``func`` is a DGL builtin (``u_add_v``, ``copy_u``, ...) or a Python function of
         ``edges`` (``edges.src``, ``edges.dst``, ``edges.data``). Collective.
+
+        Raises
+        ------
+        NotImplementedError
+            For a subset of edges (see :func:`sarlite.core.message.check_all_edges`).
         """
-        if not isinstance(edges, str) or edges != "__ALL__":
-            raise NotImplementedError("apply_edges on a subset of edges is not supported")
-        src, dst, edge = self._fields(func)
-        params = declared_parameters(func)
-        op = ShardOp(self, func, src, dst, edge, len(params))
-        outputs = self._run(op, params)
-        for name, value in zip(op.out_names, outputs):
-            self.edata[name] = value
+        check_all_edges(edges)
+        self.edata.update(self._run(func))
 
     @property
     def sampling_graph(self) -> dgl.DGLGraph:
@@ -139,6 +158,14 @@ class GraphShardManager(DistributedGraph):
             self._sampling_graph = graph
         return self._sampling_graph
 
+    def reverse(self):
+        """The reversed graph, as ``dgl.reverse`` gives (after
+        :func:`sarlite.install_dgl_dispatch`): it sums along edges backwards, at the
+        sources, through one exchange of per-source sums (see :mod:`sarlite.core.reverse`).
+        Collective when used."""
+        from .distributed_block import DistributedBlock
+        return DistributedBlock.from_manager(self).reverse()
+
     def get_full_partition_graph(self, delete_shard_data: bool = True):
         """All owned in-edges as one :class:`DistributedBlock` (one-shot mode).
 
@@ -147,7 +174,7 @@ class GraphShardManager(DistributedGraph):
         ``delete_shard_data`` drops this manager's shards (it is unusable afterwards).
         """
         from .distributed_block import DistributedBlock
-        block = DistributedBlock.from_shards(self)
+        block = DistributedBlock.from_manager(self)
         if delete_shard_data:
             self.shards = []
         return block

@@ -8,6 +8,9 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 import torch
+
+from ..comm import agree_row_shapes
+from dgl.function.base import BuiltinFunction
 from dgl.function.message import BinaryMessageFunction, CopyMessageFunction
 from dgl.function.reducer import SimpleReduceFunction
 
@@ -29,6 +32,59 @@ def message_inputs(func, src_keys: Iterable[str], dst_keys: Iterable[str],
         if name not in fields[target]:
             fields[target].append(name)
     return fields
+
+
+def is_udf(func) -> bool:
+    """True for a Python message/edge function (it may capture tensors), False for a
+    DGL builtin (it reads named graph fields only)."""
+    return not isinstance(func, BuiltinFunction)
+
+
+# Layers exact on one worker only: they normalise by torch.ones(N) / N over the whole graph.
+_SINGLE_WORKER_LAYERS = ("PNAConvTower", "DGNConvTower")
+
+
+def check_layer(func, num_workers: int) -> None:
+    """Refuse message/reduce functions of layers sarlite cannot run exactly.
+
+    Raises
+    ------
+    NotImplementedError
+        Naming the layer and the reason.
+    """
+    owner = type(getattr(func, "__self__", None)).__name__
+    if owner in _SINGLE_WORKER_LAYERS and num_workers > 1:
+        layer = owner.removesuffix("Tower")
+        raise NotImplementedError(
+            f"{layer} is not supported on more than one worker: it scales node outputs by "
+            f"torch.ones(N, 1) / N with N the whole graph's node count, which has no rows "
+            f"for a partition. Run it on one worker or on a DGLGraph.")
+
+
+def check_all_edges(edges) -> None:
+    """Refuse ``apply_edges`` on a subset of edges (only ``"__ALL__"`` is supported).
+
+    A subset is chosen per worker from its own edges, so workers would make different
+    numbers of collective calls (``GatedGraphConv`` with several edge types skips types a
+    worker has no edges of). Compute on all edges and select with ``torch.where`` instead.
+    """
+    if not isinstance(edges, str) or edges != "__ALL__":
+        raise NotImplementedError(
+            "apply_edges on a subset of edges is not supported on a distributed graph: "
+            "each worker would choose its own subset and the workers' collective calls would "
+            "no longer match (this is what GatedGraphConv with n_etypes > 1 does). Compute "
+            "on all edges and keep a subset with torch.where(mask, new, old), or give "
+            "GatedGraphConv n_etypes=1.")
+
+
+def check_fields(op_name: str, src_fields: dict) -> None:
+    """Agree with every rank on the width and dtype of the source fields to be fetched.
+
+    Collective (one small exchange): a rank whose field differs makes every rank fail with
+    a message naming the field and both shapes, instead of a crash inside the transport.
+    """
+    if src_fields:
+        agree_row_shapes(op_name, src_fields)
 
 
 def is_copy_src(func) -> bool:

@@ -3,26 +3,139 @@
 Forward, for each shard in ring order: fetch the remote source rows the message function
 reads, compute that shard's messages and aggregate them into an accumulator, drop the
 rows. ``update_all`` folds shards with the reducer; ``apply_edges`` concatenates per-edge
-results in shard order.
+results in shard order. The forward runs before the autograd function is applied, so that
+the tensors a Python message function captures (parameters, closures; see
+:mod:`sarlite.core.capture`) are known and become inputs of the function: their gradients
+are returned through autograd like any other input's.
 
 Backward, mode ``sar``: for each shard, fetch the rows again, rebuild the shard's
 computation under autograd, back-propagate the slice of the output gradient, and send the
 source-row gradients back to their owners, who add them up. ``copy_u`` with ``sum``/``mean``
 needs no refetch: the source gradient is the transposed aggregation of the output gradient.
 Mode ``sa`` keeps the forward's autograd graph instead and only sends gradients back.
+The backward is not itself differentiable: double backward is refused.
 
 Every rank runs the same rounds in the same order (the plan's collectives), also for empty
 shards, so the function is a collective in both passes.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+
 import dgl.function as fn
 import torch
 from dgl.ops import copy_u_sum
 
+from .capture import Captures
 from .message import is_copy_src
+from .shards import GraphShard, RingPlan
 
 _FETCH, _GRAD = "sar_fetch", "sar_grad"
+
+
+@dataclass(frozen=True)
+class ShardSet:
+    """The immutable structure a sequential call runs over.
+
+    ``shards[j]`` holds the edges from partition ``j``; ``plan`` says who serves which rows;
+    ``depth`` is the prefetch depth; ``in_degrees`` ``(num_dst,)`` divide ``mean``.
+    """
+
+    shards: tuple[GraphShard, ...]
+    plan: RingPlan
+    depth: int
+    in_degrees: torch.Tensor
+
+
+@dataclass(frozen=True)
+class Message:
+    """What one ``update_all`` (``reducer`` set) or ``apply_edges`` call computes.
+
+    ``src``/``dst``/``edge`` name the fields the function reads; ``udf`` is True for a
+    Python function (which may capture tensors), False for a DGL builtin.
+    """
+
+    func: object
+    src: tuple[str, ...]
+    dst: tuple[str, ...]
+    edge: tuple[str, ...]
+    udf: bool
+    reducer: str | None = None
+    msg_field: str | None = None
+    out_field: str | None = None
+
+    def split(self, values):
+        a, b = len(self.src), len(self.src) + len(self.dst)
+        return list(values[:a]), list(values[a:b]), list(values[b:b + len(self.edge)])
+
+
+@dataclass(frozen=True)
+class OpContext:
+    """Everything the backward pass needs besides saved tensors; never mutated."""
+
+    graph: ShardSet
+    message: Message
+    keep_graph: bool
+    captured: tuple[torch.Tensor, ...]
+    out_names: tuple[str, ...]
+    rng_states: tuple = ()      # per shard, for Python functions: replayed in backward
+
+
+@dataclass
+class _Forward:
+    """The forward pass's results, handed to the autograd function."""
+
+    outputs: tuple[torch.Tensor, ...]
+    out_names: tuple[str, ...]
+    captured: list[torch.Tensor]
+    winner: torch.Tensor | None = None
+    kept: tuple | None = None          # sa mode: graph-carrying outputs and their leaves
+    rng_states: tuple = ()
+
+
+def run_sequential(graph: ShardSet, message: Message, values: list[torch.Tensor],
+                   declared: list[torch.Tensor], keep_graph: bool) -> dict:
+    """Run one sequential call; returns ``{name: tensor}`` (aggregate or edge values).
+
+    ``values`` are the fields named by ``message`` (src, dst, edge); ``declared`` the
+    parameters of :func:`message_has_parameters`. Collective.
+    """
+    keep_graph = keep_graph and torch.is_grad_enabled()
+    forward = _forward(graph, message, values, declared, keep_graph)
+    inputs = list(values) + forward.captured
+    if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
+        ctx = OpContext(graph, message, keep_graph, tuple(forward.captured),
+                        forward.out_names, forward.rng_states)
+        outputs = SequentialAggregation.apply(ctx, forward, *inputs)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    else:
+        outputs = tuple(o.detach() for o in forward.outputs)
+    return dict(zip(forward.out_names, outputs))
+
+
+# -- per-shard computation --------------------------------------------------------------
+def _shard_compute(message: Message, shard: GraphShard, fetched, dst_vals, edge_vals):
+    """Run the function on one shard; returns the aggregate or ``{name: edge values}``."""
+    def run(block):
+        with block.local_scope():
+            block.srcdata.update(dict(zip(message.src, fetched)))
+            block.dstdata.update(dict(zip(message.dst, dst_vals)))
+            block.edata.update(dict(zip(message.edge, edge_vals)))
+            if message.reducer is None:
+                before = dict(block.edata)
+                block.apply_edges(message.func)
+                return {k: v for k, v in block.edata.items()
+                        if k not in before or v is not before[k]}
+            reduce = getattr(fn, "sum" if message.reducer == "mean" else message.reducer)
+            block.update_all(message.func, reduce(message.msg_field, message.out_field))
+            return block.dstdata[message.out_field]
+    return shard.run(run)
+
+
+def _edge_slices(edge_vals, shard: GraphShard):
+    start, end = shard.edge_slice
+    return [v[start:end] for v in edge_vals]
 
 
 def _leaf(tensor: torch.Tensor, requires_grad: bool | None = None) -> torch.Tensor:
@@ -36,172 +149,168 @@ def _fetched_leaves(fetched, src_vals):
     return [_leaf(t, s.requires_grad) for t, s in zip(fetched, src_vals)]
 
 
-class ShardOp:
-    """One ``update_all`` or ``apply_edges`` call on a :class:`GraphShardManager`.
+def _rng_state(shard: GraphShard):
+    """The random state a Python function sees on ``shard`` (CPU, and the shard's GPU)."""
+    device = shard.block.device
+    cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+    return torch.get_rng_state(), cuda
 
-    Holds what the autograd function needs besides tensors: the shards and plan, the
-    message (or edge) function, the reducer and the names of the fields it reads.
+
+@contextmanager
+def _replayed_rng(states: tuple, j: int, shard: GraphShard):
+    """Run with the random state the forward pass had on shard ``j`` (so dropout inside a
+    message function draws the same mask when rematerialized); restore it afterwards."""
+    if not states:
+        yield
+        return
+    device = shard.block.device
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        cpu, cuda = states[j]
+        torch.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state(cuda, device)
+        yield
+
+
+def _capture_scope(capture: "Captures | None", own):
+    return capture.active(own) if capture is not None else nullcontext()
+
+
+# -- folding ------------------------------------------------------------------------------
+def _degree_view(graph: ShardSet, value: torch.Tensor) -> torch.Tensor:
+    """In-degrees (clamped at 1) shaped to broadcast against ``value``."""
+    deg = graph.in_degrees.to(value.dtype).clamp(min=1)
+    return deg.reshape((-1,) + (1,) * (value.dim() - 1))
+
+
+def _fold(reducer: str, state, shard: GraphShard, value, shard_index: int):
+    """Fold one shard's aggregate into ``state = (acc, winner)``.
+
+    ``sum``/``mean`` add up; ``max``/``min`` keep the first strictly better shard for
+    each element (``winner``), ignoring destinations the shard has no edges into.
     """
-
-    def __init__(self, graph, func, src_names, dst_names, edge_names, num_params: int,
-                 reducer: str | None = None, msg_field: str | None = None,
-                 out_field: str | None = None):
-        self.graph = graph
-        self.func = func
-        self.src_names, self.dst_names, self.edge_names = src_names, dst_names, edge_names
-        self.num_params = num_params
-        self.reducer = reducer          # None for apply_edges
-        self.msg_field, self.out_field = msg_field, out_field
-        self.out_names: list[str] = []  # apply_edges outputs, known after forward
-
-    # -- per-shard computation ---------------------------------------------------------
-    def split(self, inputs):
-        a = len(self.src_names)
-        b = a + len(self.dst_names)
-        c = b + len(self.edge_names)
-        return list(inputs[:a]), list(inputs[a:b]), list(inputs[b:c])
-
-    def shard_compute(self, shard, fetched, dst_vals, shard_edge_vals):
-        """Run the function on one shard; returns the aggregate or ``{name: edge values}``.
-
-        ``shard_edge_vals`` are the edge fields already cut to this shard's edges.
-        """
-        def run(block):
-            with block.local_scope():
-                block.srcdata.update(dict(zip(self.src_names, fetched)))
-                block.dstdata.update(dict(zip(self.dst_names, dst_vals)))
-                block.edata.update(dict(zip(self.edge_names, shard_edge_vals)))
-                if self.reducer is None:
-                    written = self.apply_edge_func(block)
-                    return {name: block.edata[name] for name in written}
-                shard_reduce = getattr(fn, "sum" if self.reducer == "mean" else self.reducer)
-                block.update_all(self.func, shard_reduce(self.msg_field, self.out_field))
-                return block.dstdata[self.out_field]
-        return shard.run(run)
-
-    def apply_edge_func(self, block) -> list[str]:
-        """``block.apply_edges(func)``; returns the names of the edge fields it wrote."""
-        out_field = getattr(self.func, "out_field", None)
-        if out_field is not None:                      # a DGL builtin
-            block.apply_edges(self.func)
-            return [out_field]
-        written: list[str] = []
-
-        def recording(edges):
-            result = self.func(edges)
-            written.extend(result)
-            return result
-        block.apply_edges(recording)
-        return written
-
-    def degree_view(self, value: torch.Tensor) -> torch.Tensor:
-        """In-degrees (clamped at 1) shaped to broadcast against ``value``."""
-        deg = self.graph.in_degrees().to(value.dtype).clamp(min=1)
-        return deg.reshape((-1,) + (1,) * (value.dim() - 1))
-
-    # -- folding --------------------------------------------------------------------
-    def fold(self, state, shard, value, shard_index: int):
-        """Fold one shard's aggregate into ``state = (acc, winner)``.
-
-        ``sum``/``mean`` add up; ``max``/``min`` keep the first strictly better shard for
-        each element (``winner``), ignoring destinations the shard has no edges into.
-        """
-        acc, winner = state
-        if self.reducer in ("sum", "mean"):
-            if acc is None:
-                return value, None
-            # in place when no graph is recorded: one accumulator, no per-shard copy
-            return (acc + value if torch.is_grad_enabled() else acc.add_(value)), None
+    acc, winner = state
+    if reducer in ("sum", "mean"):
         if acc is None:
-            fill = float("-inf") if self.reducer == "max" else float("inf")
-            acc = torch.full_like(value, fill)
-            winner = torch.full(value.shape, -1, dtype=torch.int16, device=value.device)
-        has = shard.has_in_edges().reshape((-1,) + (1,) * (value.dim() - 1))
-        better = value > acc if self.reducer == "max" else value < acc
-        take = has & better
-        return torch.where(take, value, acc), torch.where(
-            take, torch.full_like(winner, shard_index), winner)
+            return value, None
+        # in place when no graph is recorded: one accumulator, no per-shard copy
+        return (acc + value if torch.is_grad_enabled() else acc.add_(value)), None
+    if acc is None:
+        acc = torch.full_like(value, float("-inf") if reducer == "max" else float("inf"))
+        winner = torch.full(value.shape, -1, dtype=torch.int16, device=value.device)
+    has = shard.has_in_edges().reshape((-1,) + (1,) * (value.dim() - 1))
+    take = has & (value > acc if reducer == "max" else value < acc)
+    return torch.where(take, value, acc), torch.where(
+        take, torch.full_like(winner, shard_index), winner)
 
-    def finish(self, state):
-        acc, winner = state
-        if self.reducer == "mean":
-            deg = self.degree_view(acc)
-            return acc / deg if torch.is_grad_enabled() else acc.div_(deg)
-        if self.reducer in ("max", "min"):
-            return torch.where(winner >= 0, acc, torch.zeros_like(acc))
-        return acc
 
-    def aggregate_grad(self, grad_out):
-        """Gradient of the folded sum before ``finish``: divided by degree for ``mean``."""
-        return grad_out / self.degree_view(grad_out) if self.reducer == "mean" else grad_out
+def _finish(graph: ShardSet, reducer: str, state):
+    acc, winner = state
+    if reducer == "mean":
+        deg = _degree_view(graph, acc)
+        return acc / deg if torch.is_grad_enabled() else acc.div_(deg)
+    if reducer in ("max", "min"):
+        return torch.where(winner >= 0, acc, torch.zeros_like(acc))
+    return acc
 
-    def shard_grad(self, grad_agg, winner, shard_index: int):
-        """The gradient of one shard's aggregate, given :meth:`aggregate_grad`'s result."""
-        if self.reducer in ("sum", "mean"):
-            return grad_agg
-        return grad_agg * (winner == shard_index).to(grad_agg.dtype)
+
+def _shard_grad(reducer: str, grad_agg, winner, shard_index: int):
+    """The gradient of one shard's aggregate, given the folded sum's gradient."""
+    if reducer in ("sum", "mean"):
+        return grad_agg
+    return grad_agg * (winner == shard_index).to(grad_agg.dtype)
+
+
+# -- forward --------------------------------------------------------------------------------
+def _tensors(value) -> list[torch.Tensor]:
+    return list(value.values()) if isinstance(value, dict) else [value]
+
+
+def _detached(value):
+    if isinstance(value, dict):
+        return {k: v.detach() for k, v in value.items()}
+    return value.detach()
+
+
+def _forward(graph: ShardSet, message: Message, values, declared, keep_graph: bool
+             ) -> _Forward:
+    """Aggregate shard by shard. A Python function runs each shard with gradients on, so
+    that the tensors it captures are found; the shard's graph is then dropped unless kept
+    (``sa``)."""
+    src_vals, dst_vals, edge_vals = message.split(values)
+    if keep_graph:
+        dst_vals = [_leaf(t) for t in dst_vals]
+        edge_vals = [_leaf(t) for t in edge_vals]
+    else:
+        src_vals = [t.detach() for t in src_vals]
+        dst_vals = [t.detach() for t in dst_vals]
+        edge_vals = [t.detach() for t in edge_vals]
+    capture = Captures(declared) if message.udf and torch.is_grad_enabled() else None
+    state, per_shard, fetched_leaves, rng_states = (None, None), {}, {}, {}
+    for round_, j, fetched in graph.plan.rounds(src_vals, graph.depth, _FETCH):
+        shard = graph.shards[j]
+        if keep_graph:
+            fetched = _fetched_leaves(fetched, values[:len(message.src)])
+            fetched_leaves[round_] = fetched
+        shard_edges = _edge_slices(edge_vals, shard)
+        if message.udf:
+            rng_states[j] = _rng_state(shard)
+        with torch.set_grad_enabled(keep_graph or capture is not None):
+            with _capture_scope(capture, fetched + dst_vals + shard_edges):
+                value = _shard_compute(message, shard, fetched, dst_vals, shard_edges)
+            if capture is not None:
+                capture.add_reached(_tensors(value))
+        with torch.set_grad_enabled(keep_graph):
+            value = value if keep_graph else _detached(value)
+            if message.reducer is None:
+                per_shard[j] = value
+            else:
+                state = _fold(message.reducer, state, shard, value, j)
+        del fetched
+    with torch.set_grad_enabled(keep_graph):
+        if message.reducer is None:
+            names = tuple(sorted({name for value in per_shard.values() for name in value}))
+            outputs = tuple(torch.cat([per_shard[j][name] for j in range(len(graph.shards))])
+                            for name in names)
+        else:
+            names, outputs = (message.out_field,), (_finish(graph, message.reducer, state),)
+    captured = capture.found if capture is not None else \
+        [p for p in declared if torch.is_grad_enabled()]
+    kept = (outputs, dst_vals, edge_vals, fetched_leaves) if keep_graph else None
+    rng = tuple(rng_states.get(j) for j in range(len(graph.shards))) if rng_states else ()
+    return _Forward(outputs, names, captured, state[1], kept, rng)
 
 
 class SequentialAggregation(torch.autograd.Function):
-    """``apply(op, *src, *dst, *edge, *params)`` -> aggregate, or tuple of edge outputs."""
+    """``apply(ctx, forward, *src, *dst, *edge, *captured)`` -> outputs of ``forward``."""
 
     @staticmethod
-    def forward(ctx, op: ShardOp, *inputs):
-        graph = op.graph
-        src_vals, dst_vals, edge_vals = op.split(inputs)
-        keep_graph = graph.mode == "sa"
+    def forward(ctx, op: OpContext, result: _Forward, *inputs):
         ctx.op = op
-        ctx.keep_graph = keep_graph
-        with torch.set_grad_enabled(keep_graph):
-            if keep_graph:
-                dst_vals = [_leaf(t) for t in dst_vals]
-                edge_vals = [_leaf(t) for t in edge_vals]
-            state, per_shard, fetched_leaves = (None, None), {}, {}
-            for round_, j, fetched in graph.plan.rounds(src_vals, graph.pipeline_depth,
-                                                        _FETCH):
-                if keep_graph:
-                    fetched = _fetched_leaves(fetched, src_vals)
-                    fetched_leaves[round_] = fetched
-                value = op.shard_compute(graph.shards[j], fetched, dst_vals,
-                                         _edge_slices(edge_vals, graph.shards[j]))
-                if op.reducer is None:
-                    per_shard[j] = value
-                else:
-                    state = op.fold(state, graph.shards[j], value, j)
-                del fetched
-            if op.reducer is None:
-                outputs = _concat_edge_outputs(op, per_shard, len(graph.shards))
-            else:
-                outputs = (op.finish(state),)
-        if keep_graph:
-            ctx.kept = (outputs, dst_vals, edge_vals, fetched_leaves)
-        ctx.winner = state[1]
-        ctx.save_for_backward(*inputs)
-        detached = tuple(o.detach() for o in outputs)
-        return detached[0] if op.reducer is not None else detached
+        ctx.winner = result.winner
+        ctx.kept = result.kept
+        ctx.save_for_backward(*inputs[:len(inputs) - len(op.captured)])
+        outputs = tuple(o.detach() for o in result.outputs)
+        return outputs[0] if len(outputs) == 1 else outputs
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        op = ctx.op
-        graph = op.graph
-        inputs = ctx.saved_tensors
-        src_vals, dst_vals, edge_vals = op.split(inputs)
-        sender = _GradReturn(graph.plan, src_vals, graph.pipeline_depth)
-        if ctx.keep_graph:
-            dst_grads, edge_grads = _backward_kept(ctx, grad_outputs, sender)
+        if torch.is_grad_enabled():
+            raise RuntimeError(
+                "sarlite: double backward (create_graph=True) through a sequential "
+                "update_all/apply_edges (modes 'sar' and 'sa') is not supported; use "
+                "one-shot mode (g.get_full_partition_graph() or mode='one-shot').")
+        op: OpContext = ctx.op
+        src_vals, dst_vals, edge_vals = op.message.split(ctx.saved_tensors)
+        sender = _GradReturn(op.graph.plan, src_vals, op.graph.depth)
+        if op.keep_graph:
+            dst_grads, edge_grads, captured_grads = _backward_kept(op, ctx.kept,
+                                                                   grad_outputs, sender)
         else:
-            dst_grads, edge_grads = _backward_rematerialized(
-                ctx, grad_outputs, src_vals, dst_vals, edge_vals, sender)
-        grads = sender.totals() + dst_grads + edge_grads + [None] * op.num_params
+            dst_grads, edge_grads, captured_grads = _backward_rematerialized(
+                op, ctx.winner, grad_outputs, src_vals, dst_vals, edge_vals, sender)
         ctx.kept = ctx.winner = None
-        return (None, *grads)
-
-
-def _concat_edge_outputs(op: ShardOp, per_shard: dict, num_shards: int):
-    names = sorted({name for value in per_shard.values() for name in value})
-    op.out_names = names
-    return tuple(torch.cat([per_shard[j][name] for j in range(num_shards)])
-                 for name in names)
+        return (None, None, *sender.totals(), *dst_grads, *edge_grads, *captured_grads)
 
 
 class _GradReturn:
@@ -209,7 +318,7 @@ class _GradReturn:
     gradients of the source fields (created on first use). With ``depth`` 0 each exchange
     completes before the next shard is computed; otherwise one stays in flight."""
 
-    def __init__(self, plan, src_vals, depth: int):
+    def __init__(self, plan: RingPlan, src_vals, depth: int):
         self.plan = plan
         self.depth = depth
         self.src_vals = src_vals
@@ -243,32 +352,38 @@ class _GradReturn:
                 for g, t, want in zip(self.grads, self.src_vals, self.wanted)]
 
 
-def _edge_slices(edge_vals, shard):
-    start, end = shard.edge_slice
-    return [v[start:end] for v in edge_vals]
-
-
-def _backward_kept(ctx, grad_outputs, sender):
-    """``sa`` mode: back-propagate through the kept graph, then return row gradients."""
-    outputs, dst_leaves, edge_leaves, fetched_leaves = ctx.kept
-    _backward_pairs(outputs, grad_outputs)
+def _backward_kept(op: OpContext, kept, grad_outputs, sender):
+    """``sa`` mode: differentiate the kept graph once, then return row gradients."""
+    outputs, dst_leaves, edge_leaves, fetched_leaves = kept
+    fetched = [leaf for r in range(sender.plan.size) for leaf in fetched_leaves[r]]
+    grads = _grads(outputs, grad_outputs, fetched + dst_leaves + edge_leaves +
+                   list(op.captured))
+    per_round = len(fetched_leaves[0]) if fetched_leaves else 0
     for round_ in range(sender.plan.size):
-        sender.post(round_, [_grad_or_zeros(leaf) for leaf in fetched_leaves[round_]])
-    return [t.grad for t in dst_leaves], [t.grad for t in edge_leaves]
+        sender.post(round_, [_or_zeros(g, leaf) for g, leaf in zip(
+            grads[round_ * per_round:(round_ + 1) * per_round], fetched_leaves[round_])])
+    rest = grads[len(fetched):]
+    n_dst, n_edge = len(dst_leaves), len(edge_leaves)
+    return rest[:n_dst], rest[n_dst:n_dst + n_edge], rest[n_dst + n_edge:]
 
 
-def _backward_rematerialized(ctx, grad_outputs, src_vals, dst_vals, edge_vals, sender):
+def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_vals,
+                             edge_vals, sender):
     """``sar`` mode: refetch and recompute shard by shard."""
-    op = ctx.op
-    graph = op.graph
+    graph, message = op.graph, op.message
     plan = graph.plan
     dst_grads = [torch.zeros_like(t) if t.requires_grad else None for t in dst_vals]
     edge_grads = [torch.zeros_like(t) if t.requires_grad else None for t in edge_vals]
-    grad_agg = op.aggregate_grad(grad_outputs[0]) if op.reducer is not None else None
-    shortcut = (op.reducer in ("sum", "mean") and is_copy_src(op.func)
-                and not dst_vals and not edge_vals)
+    captured_grads = [None] * len(op.captured)
+    reducer = message.reducer
+    grad_agg = None
+    if reducer is not None:
+        grad_agg = grad_outputs[0] / _degree_view(graph, grad_outputs[0]) \
+            if reducer == "mean" else grad_outputs[0]
+    shortcut = (reducer in ("sum", "mean") and is_copy_src(message.func)
+                and not dst_vals and not edge_vals and not op.captured)
     rounds = ((r, plan.peers(r)[1], None) for r in range(plan.size)) if shortcut else \
-        plan.rounds(src_vals, graph.pipeline_depth, _FETCH)
+        plan.rounds(src_vals, graph.depth, _FETCH)
     for round_, j, fetched in rounds:
         shard = graph.shards[j]
         if shortcut:
@@ -277,38 +392,50 @@ def _backward_rematerialized(ctx, grad_outputs, src_vals, dst_vals, edge_vals, s
             fetched = _fetched_leaves(fetched, src_vals)
             dst_leaves = [_leaf(t) for t in dst_vals]
             edge_leaves = [_leaf(t) for t in _edge_slices(edge_vals, shard)]
-            with torch.enable_grad():
-                value = op.shard_compute(shard, fetched, dst_leaves, edge_leaves)
-                if op.reducer is None:
-                    start, end = shard.edge_slice
-                    _backward_pairs([value[name] for name in op.out_names],
-                                    [g[start:end] if g is not None else None
-                                     for g in grad_outputs])
-                else:
-                    _backward_pairs([value], [op.shard_grad(grad_agg, ctx.winner, j)])
-            _accumulate(dst_grads, dst_leaves)
+            with torch.enable_grad(), _replayed_rng(op.rng_states, j, shard):
+                value = _shard_compute(message, shard, fetched, dst_leaves, edge_leaves)
+            if reducer is None:
+                start, end = shard.edge_slice
+                outs = [value[name] for name in op.out_names]
+                grads_out = [g[start:end] if g is not None else None for g in grad_outputs]
+            else:
+                outs, grads_out = [value], [_shard_grad(reducer, grad_agg, winner, j)]
+            grads = _grads(outs, grads_out, fetched + dst_leaves + edge_leaves +
+                           list(op.captured))
+            n_f, n_d, n_e = len(fetched), len(dst_leaves), len(edge_leaves)
+            _accumulate(dst_grads, grads[n_f:n_f + n_d])
             _accumulate([g[slice(*shard.edge_slice)] if g is not None else None
-                         for g in edge_grads], edge_leaves)
-            fetched_grads = [_grad_or_zeros(leaf) for leaf in fetched]
-            del fetched, dst_leaves, edge_leaves, value
+                         for g in edge_grads], grads[n_f + n_d:n_f + n_d + n_e])
+            captured_grads = [a if b is None else (b if a is None else a + b)
+                              for a, b in zip(captured_grads, grads[n_f + n_d + n_e:])]
+            fetched_grads = [_or_zeros(g, leaf) for g, leaf in zip(grads[:n_f], fetched)]
+            del fetched, dst_leaves, edge_leaves, value, grads
         sender.post(round_, fetched_grads)
         del fetched_grads                  # the exchange holds the buffer until it is sent
-    return dst_grads, edge_grads
+    return dst_grads, edge_grads, captured_grads
 
 
-def _backward_pairs(outputs, grads) -> None:
-    """Back-propagate ``grads`` into ``outputs`` that need it (accumulating in leaves)."""
-    pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None and o.requires_grad]
-    if pairs:
-        torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
+def _grads(outputs, grad_outputs, inputs) -> list:
+    """``d(outputs)/d(inputs)`` against ``grad_outputs`` (``None`` where unused); nothing
+    is accumulated into any ``.grad``."""
+    pairs = [(o, g) for o, g in zip(outputs, grad_outputs)
+             if g is not None and o.requires_grad]
+    wanted = [i for i, t in enumerate(inputs) if t.requires_grad]
+    result = [None] * len(inputs)
+    if pairs and wanted:
+        found = torch.autograd.grad([o for o, _ in pairs], [inputs[i] for i in wanted],
+                                    [g for _, g in pairs], allow_unused=True)
+        for i, grad in zip(wanted, found):
+            result[i] = grad
+    return result
 
 
-def _accumulate(totals, leaves) -> None:
-    """Add each leaf's gradient into the matching total (views of the totals allowed)."""
-    for total, leaf in zip(totals, leaves):
-        if total is not None and leaf.grad is not None:
-            total.add_(leaf.grad)
+def _accumulate(totals, grads) -> None:
+    """Add each gradient into the matching total (views of the totals allowed)."""
+    for total, grad in zip(totals, grads):
+        if total is not None and grad is not None:
+            total.add_(grad)
 
 
-def _grad_or_zeros(leaf: torch.Tensor) -> torch.Tensor:
-    return leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
+def _or_zeros(grad, like: torch.Tensor) -> torch.Tensor:
+    return grad if grad is not None else torch.zeros_like(like)

@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from tqdm import tqdm
 
 from .. import comm
-from ..core import construct_full_graph, construct_mfgs, load_partition_data
+from ..core import construct_full_graph, construct_mfgs, install_dgl_dispatch
+from ..partition import PartitionData, load_partition_data
 from . import checkpoint
 from .config import Config, ConfigError
 from .models import build_model, graphs_needed
@@ -34,31 +34,25 @@ class Batch:
 
 def _global(values: list[float]) -> torch.Tensor:
     """Element-wise sum over ranks of a small vector (collective)."""
-    tensor = torch.tensor(values, dtype=torch.float64)
-    if dist.is_initialized():
-        dist.all_reduce(tensor)
-    return tensor
+    return comm.all_reduce(torch.tensor(values, dtype=torch.float64), "sum", kind="metrics")
 
 
-def _gather(value: float, world: int) -> list[float]:
+def _gather(value: float) -> list[float]:
     """``value`` of every rank, in rank order (collective)."""
-    values = [value] * world
-    if dist.is_initialized():
-        dist.all_gather_object(values, value)
-    return values
+    return comm.all_gather_object(value, "metrics")
 
 
-def _build_batch(cfg: Config, part_config: Path) -> tuple[Batch, int, int]:
-    data = load_partition_data(part_config)
+def _build_batch(cfg: Config, data: PartitionData) -> tuple[Batch, int, int]:
+    """The full-graph batch of this rank's partition ``data`` (its feature tensors, not
+    copies, where the dtypes already fit). Collective (graph construction)."""
     feats = data.node_features
     for key in ("feat", "label", *(f"{s}_mask" for s in SPLITS)):
         if key not in feats:
             raise ConfigError(f"dataset {cfg.dataset.name!r} has no node field {key!r}")
     x, labels = feats["feat"].float(), feats["label"].long()
     masks = {s: feats[f"{s}_mask"].bool() for s in SPLITS}
-    top = torch.tensor([int(labels.max()) if labels.numel() else 0])
-    if dist.is_initialized():
-        dist.all_reduce(top, op=dist.ReduceOp.MAX)
+    top = comm.all_reduce(torch.tensor([int(labels.max()) if labels.numel() else 0]), "max",
+                          kind="num_classes")
     num_classes = int(top) + 1
     mode, depth = cfg.engine.mode, cfg.engine.pipeline_depth
     if cfg.model.label_only:
@@ -141,14 +135,17 @@ def run(cfg: Config) -> dict:
     if rank == 0:
         out_dir.mkdir(parents=True, exist_ok=True)
     part_config = prepare_partitions(cfg, rank, world)
-    batch, in_dim, num_classes = _build_batch(cfg, part_config)
+    data = load_partition_data(part_config)        # read once: evaluation and sampling
+    batch, in_dim, num_classes = _build_batch(cfg, data)
     num_train = float(_global([float(batch.masks["train"].sum())])[0])
     if num_train == 0:
         raise ConfigError(f"dataset {cfg.dataset.name!r} has no training nodes")
 
-    loader = sampled_loader(cfg, part_config, rank) if cfg.train.sampling else None
+    loader = sampled_loader(cfg, data, rank) if cfg.train.sampling else None
+    del data          # the batch and the loader's DistGraph keep the tensors they need
 
     torch.manual_seed(cfg.train.seed)
+    install_dgl_dispatch()          # attention layers' edge_softmax on sarlite graphs
     model = build_model(cfg.model, in_dim, num_classes)
     comm.sync_params(model)
     optimizer = _make_optimizer(cfg, model)
@@ -178,7 +175,7 @@ def run(cfg: Config) -> dict:
                         "epoch": epoch}
         row["epoch_time"] = time.perf_counter() - tick
         row["bytes_sent"] = float(_global([comm.traffic.total()["sent"] - sent_before])[0])
-        row["peak_rss_mib"] = _gather(_peak_rss_mib(), world)
+        row["peak_rss_mib"] = _gather(_peak_rss_mib())
         if rank == 0:
             log.append(row)
             bar.set_postfix(loss=f"{row['loss']:.4f}",

@@ -1,0 +1,211 @@
+"""The engine's contract beyond the layer matrix: what is refused, how, and what is kept.
+
+In-process tests use a one-part partition (no process group: world size 1); multi-rank
+properties run on 2 gloo workers, several checks per spawn.
+"""
+import dgl
+import dgl.function as fn
+import dgl.nn as dglnn
+import pytest
+import torch
+from torch import nn
+
+import sarlite
+from conftest import random_graph
+from harness import WorkerError, spawn
+
+TOL = {"rtol": 1e-4, "atol": 1e-5}
+
+
+@pytest.fixture(scope="module")
+def one_part(tmp_path_factory):
+    """A 60-node graph partitioned into one part, and its PartitionData."""
+    g = random_graph(num_nodes=60, num_edges=300)
+    out = tmp_path_factory.mktemp("one")
+    sarlite.partition_graph(g, "g", 1, out)
+    return g, sarlite.load_partition_data(out / "g.json")
+
+
+@pytest.fixture
+def no_dispatch():
+    sarlite.uninstall_dgl_dispatch()
+    yield
+    sarlite.uninstall_dgl_dispatch()
+
+
+def _penalty(conv, g, x):
+    """A gradient penalty: needs the gradient of a gradient (double backward)."""
+    out = conv(g, x)
+    grad_x, = torch.autograd.grad(out.pow(2).sum(), x, create_graph=True)
+    return grad_x.pow(2).sum()
+
+
+@pytest.mark.parametrize("mode", ["sar", "sa"])
+def test_double_backward_is_refused_in_sequential_modes(one_part, mode):
+    _, data = one_part
+    g = sarlite.construct_full_graph(data, mode=mode)
+    conv = dglnn.GraphConv(4, 3, allow_zero_in_degree=True)
+    x = data.node_features["feat"].clone().requires_grad_()
+    with pytest.raises(RuntimeError, match="double backward .* one-shot"):
+        _penalty(conv, g, x)
+
+
+@pytest.mark.parametrize("mode", ["sar", "sa", "one-shot"])
+def test_apply_edges_on_an_edge_subset_is_refused(one_part, mode):
+    _, data = one_part
+    g = sarlite.construct_full_graph(data, mode=mode)
+    g.srcdata["h"] = data.node_features["feat"]
+    with pytest.raises(NotImplementedError, match="subset of edges.*torch.where"):
+        g.apply_edges(fn.copy_u("h", "e"), edges=torch.tensor([0, 1]))
+
+
+def test_dgl_functions_without_dispatch_name_the_way_out(one_part, no_dispatch):
+    _, data = one_part
+    g = sarlite.construct_full_graph(data)
+    conv = dglnn.GATConv(4, 2, num_heads=1, allow_zero_in_degree=True)
+    with pytest.raises(NotImplementedError, match="install_dgl_dispatch"):
+        conv(g, data.node_features["feat"])
+
+
+def test_uninstalling_the_dispatch_restores_dgl_functions(no_dispatch):
+    original = dgl.nn.functional.edge_softmax
+    names = sarlite.install_dgl_dispatch()
+    assert "dgl.nn.pytorch.conv.gatconv.edge_softmax" in names
+    assert "dgl.ops.u_mul_e_sum" in names and "dgl.reverse" in names
+    assert dgl.nn.functional.edge_softmax is not original
+    sarlite.uninstall_dgl_dispatch()
+    assert dgl.nn.functional.edge_softmax is original
+    import dgl.nn.pytorch.conv.gatconv as gatconv
+    assert gatconv.edge_softmax is original
+
+
+def test_dispatched_functions_give_dgl_results_on_dgl_graphs(no_dispatch):
+    g = random_graph(num_nodes=30, num_edges=120)
+    x, e = torch.randn(30, 3), torch.randn(120, 3)
+    want = (dgl.ops.u_mul_e_sum(g, x, e), dgl.ops.edge_softmax(g, e))
+    sarlite.install_dgl_dispatch()
+    got = (dgl.ops.u_mul_e_sum(g, x, e), dgl.ops.edge_softmax(g, e))
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
+def test_graph_transforms_that_change_structure_are_refused(one_part):
+    _, data = one_part
+    g = sarlite.construct_full_graph(data)
+    with pytest.raises(NotImplementedError, match="TWIRLSConv"):
+        g.add_self_loop()
+    with pytest.raises(AttributeError, match="DGLGraph.edges is not supported"):
+        dgl.laplacian_lambda_max(g)
+
+
+def test_one_shot_message_flow_graphs_keep_their_node_lists(one_part):
+    _, data = one_part
+    seeds = torch.arange(0, data.num_owned_nodes, 4)
+    sar = sarlite.construct_mfgs(data, seeds, 2)
+    one_shot = sarlite.construct_mfgs(data, seeds, 2, mode="one-shot")
+    assert [type(b).__name__ for b in one_shot] == ["DistributedBlock"] * 2
+    for a, b in zip(sar, one_shot):
+        assert torch.equal(a.input_nodes, b.input_nodes)
+        assert torch.equal(a.output_nodes, b.output_nodes)
+
+
+class DropoutMessage(nn.Module):
+    """A message function with dropout inside: rematerialization must draw the same mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, g, x):
+        with g.local_scope():
+            g.srcdata["h"] = x
+            g.update_all(lambda e: {"m": self.drop(self.lin(e.src["h"]))}, fn.sum("m", "o"))
+            return g.dstdata["o"]
+
+
+def _two_rank_checks(rank, world, config, gp_state, total_nodes, total_edges):
+    sarlite.install_dgl_dispatch()
+    data = sarlite.load_partition_data(config)
+    result = {}
+    # global batch counts
+    g = sarlite.construct_full_graph(data)
+    result["counts"] = (int(g.batch_num_nodes()[0]), int(g.batch_num_edges()[0]),
+                        g.batch_size)
+    # double backward through one-shot
+    block = sarlite.construct_full_graph(data, mode="one-shot")
+    conv = dglnn.GraphConv(4, 3, allow_zero_in_degree=True)
+    conv.load_state_dict(gp_state)
+    x = data.node_features["feat"].clone().requires_grad_()
+    _penalty(conv, block, x).backward()
+    sarlite.all_reduce_gradients(conv)
+    result["penalty"] = (x.grad, conv.weight.grad)
+    # dropout in a message function: sar (replayed) equals sa (kept graph)
+    grads = {}
+    for mode in ("sar", "sa"):
+        torch.manual_seed(7 + rank)
+        model = DropoutMessage()
+        model.load_state_dict({k: torch.ones_like(v) * 0.1 for k, v in
+                               model.state_dict().items()})
+        xx = data.node_features["feat"].clone().requires_grad_()
+        out = model(sarlite.construct_full_graph(data, mode=mode), xx)
+        (out * torch.arange(out.numel()).reshape(out.shape)).sum().backward()
+        grads[mode] = (out.detach(), xx.grad, model.lin.weight.grad)
+    result["dropout"] = grads
+    return result
+
+
+def test_multi_rank_contract(tmp_path):
+    """Global batch counts, double backward in one-shot, dropout replayed in sar."""
+    g = random_graph(num_nodes=50, num_edges=240)
+    orig, _ = sarlite.partition_graph(g, "g", 2, tmp_path, return_mapping=True)
+    torch.manual_seed(0)
+    conv = dglnn.GraphConv(4, 3, allow_zero_in_degree=True)
+    x = g.ndata["feat"].clone().requires_grad_()
+    _penalty(conv, g, x).backward()
+    results = spawn(_two_rank_checks, 2, str(tmp_path / "g.json"), conv.state_dict(),
+                    50, 240, timeout=180)
+    for r in results:
+        assert r["counts"] == (50, 240, 1)
+    torch.testing.assert_close(torch.cat([r["penalty"][0] for r in results]), x.grad[orig],
+                               **TOL)
+    torch.testing.assert_close(results[0]["penalty"][1], conv.weight.grad, **TOL)
+    for r in results:
+        for a, b in zip(r["dropout"]["sar"], r["dropout"]["sa"]):
+            torch.testing.assert_close(a, b, **TOL)
+
+
+def _mismatched_width(rank, world, config):
+    data = sarlite.load_partition_data(config)
+    g = sarlite.construct_full_graph(data)
+    conv = dglnn.GraphConv(3 + rank, 8, allow_zero_in_degree=True)   # aggregates first
+    return conv(g, torch.randn(data.num_owned_nodes, 3 + rank))
+
+
+def test_ranks_passing_different_widths_fail_with_the_field_named(tmp_path):
+    g = random_graph(num_nodes=40, num_edges=160)
+    sarlite.partition_graph(g, "g", 2, tmp_path)
+    with pytest.raises(WorkerError) as caught:
+        spawn(_mismatched_width, 2, str(tmp_path / "g.json"), timeout=120,
+              kill_on_error=False)
+    assert set(caught.value.errors) == {0, 1}
+    for text in caught.value.errors.values():
+        assert "update_all" in text and "(3,)" in text and "(4,)" in text
+
+
+def _labels_missing_on_one_rank(rank, world, config):
+    data = sarlite.load_partition_data(config)
+    g = sarlite.construct_full_graph(data)
+    labels = torch.arange(data.num_owned_nodes) % (4 if rank == 0 else 3)  # class 3: rank 0
+    return dglnn.LabelPropagation(2, 0.5)(g, labels)
+
+
+def test_label_propagation_with_classes_missing_on_a_rank_names_both_widths(tmp_path):
+    g = random_graph(num_nodes=40, num_edges=160)
+    sarlite.partition_graph(g, "g", 2, tmp_path)
+    with pytest.raises(WorkerError) as caught:
+        spawn(_labels_missing_on_one_rank, 2, str(tmp_path / "g.json"), timeout=120,
+              kill_on_error=False)
+    assert set(caught.value.errors) == {0, 1}
+    for text in caught.value.errors.values():
+        assert "(4,)" in text and "(3,)" in text and "same feature width" in text
