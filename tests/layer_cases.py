@@ -4,10 +4,10 @@
 ties under max), ``w`` (positive scalar edge weights), ``ef`` (edge feature vectors) and
 ``etype`` (integer edge types, 3 of them). The same wrapper runs on the full DGL graph
 (reference) and on a distributed graph. Every ``dgl.nn.pytorch`` conv layer that takes a
-graph is here except the CuGraph ones (they need cugraph) and DGNConv (it needs
-eigenvectors of the whole graph's Laplacian); the Dense* layers take adjacency matrices,
-not graphs. TWIRLSConv, SAGEConv ``lstm``, GatedGraphConv with several edge types and
-PNAConv have refusal tests in ``test_refusals.py`` / here.
+graph is here except the CuGraph ones (they need cugraph), DGNConv (it needs eigenvectors
+of the whole graph's Laplacian) and EGATConv (DGL refuses this graph's zero-in-degree
+nodes); the Dense* layers take adjacency matrices, not graphs. A case's second entry says
+what it must raise in a mode (a refusal) or ``EXACT``.
 """
 from __future__ import annotations
 
@@ -310,6 +310,10 @@ CASES = {
     "RelGraphConv-none": (_multi(lambda: dglnn.RelGraphConv(FEAT, 5, 3), ETYPE), EXACT),
     "GatedGraphConv-1etype": (_multi(lambda: dglnn.GatedGraphConv(FEAT, FEAT, 2, 1),
                                      lambda i: (i["feat"],)), EXACT),
+    "GatedGraphConv-3etypes": (_multi(lambda: dglnn.GatedGraphConv(FEAT, FEAT, 2, 3), ETYPE),
+                               lambda m, n: "subset of edges"),
+    "TWIRLSConv": (_multi(lambda: dglnn.TWIRLSConv(FEAT, 4, 5, prop_step=2),
+                          lambda i: (i["feat"],)), lambda m, n: "TWIRLSConv"),
     "GatedGCNConv-no-batch_norm": (_multi(lambda: dglnn.GatedGCNConv(FEAT, EF, FEAT,
                                                                      batch_norm=False),
                                           EDGE), EXACT),
