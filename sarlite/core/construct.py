@@ -20,9 +20,14 @@ def _settings(data: PartitionData, mode: str, pipeline_depth: int) -> tuple[str,
     return mode, depth
 
 
-def _as_mode(manager: GraphShardManager, mode: str):
-    """The manager itself, or (one-shot) its shards merged into a DistributedBlock."""
-    return DistributedBlock.from_manager(manager) if mode == "one-shot" else manager
+def _graph(mode: str, depth: int, shards, plan, num_src: int, num_dst: int,
+           node_ranges=None, **common):
+    """A :class:`GraphShardManager` (``sar``/``sa``) or, for ``one-shot``, the shards
+    merged into a :class:`DistributedBlock` directly."""
+    if mode == "one-shot":
+        return DistributedBlock.from_shards(shards, plan, num_src, num_dst, **common)
+    return GraphShardManager(shards, plan, num_src, num_dst, mode=mode, pipeline_depth=depth,
+                             node_ranges=node_ranges, **common)
 
 
 def _owned_in_degrees(data: PartitionData) -> torch.Tensor:
@@ -61,13 +66,12 @@ def construct_full_graph(data: PartitionData, mode: str = "sar", pipeline_depth:
                                 lambda requested: (requested, hi - lo), device)
     out_degrees = global_out_degrees([e.src for e in data.shards], data.node_ranges)
     in_degrees = _owned_in_degrees(data)
-    manager = GraphShardManager(
-        shards, plan, hi - lo, hi - lo, in_degrees.to(device), out_degrees.to(device),
-        {k: v.to(device) for k, v in data.edge_features.items()},
-        mode="sar" if mode == "one-shot" else mode, pipeline_depth=depth,
-        node_ranges=data.node_ranges, edge_ids=torch.cat([e.eids for e in data.shards]),
+    return _graph(
+        mode, depth, shards, plan, hi - lo, hi - lo, node_ranges=data.node_ranges,
+        in_degrees=in_degrees.to(device), out_degrees=out_degrees.to(device),
+        edata={k: v.to(device) for k, v in data.edge_features.items()},
+        edge_ids=torch.cat([e.eids for e in data.shards]),
         global_counts=(data.num_nodes, int(data.partition_book.edge_ranges[-1, 1])))
-    return _as_mode(manager, mode)
 
 
 def _positions(order: torch.Tensor, size: int) -> torch.Tensor:
@@ -129,13 +133,12 @@ def construct_mfgs(data: PartitionData, seed_nodes, num_layers: int,
             [(e.src[m], dst_pos[e.dst[m] - lo]) for e, m in zip(data.shards, picked)],
             data.node_ranges, outputs.numel(), serve, device)
         mask = torch.cat(picked) if picked else torch.zeros(0, dtype=torch.bool)
-        manager = GraphShardManager(
-            shards, plan, inputs[0].numel(), outputs.numel(),
-            in_degrees[outputs].to(device), out_degrees[inputs[0]].to(device),
-            {k: v[mask].to(device) for k, v in data.edge_features.items()},
-            mode="sar" if mode == "one-shot" else mode, pipeline_depth=depth,
+        blocks.append(_graph(
+            mode, depth, shards, plan, inputs[0].numel(), outputs.numel(),
+            in_degrees=in_degrees[outputs].to(device),
+            out_degrees=out_degrees[inputs[0]].to(device),
+            edata={k: v[mask].to(device) for k, v in data.edge_features.items()},
             is_block=True, edge_ids=torch.cat([e.eids[m] for e, m in zip(data.shards, picked)]),
-            input_nodes=inputs[0].to(device), output_nodes=outputs.to(device))
-        blocks.append(_as_mode(manager, mode))
+            input_nodes=inputs[0].to(device), output_nodes=outputs.to(device)))
         outputs = inputs[0]
     return blocks[::-1]

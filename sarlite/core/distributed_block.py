@@ -81,24 +81,33 @@ class DistributedBlock(ShardedGraphBase):
         self.input_nodes, self.output_nodes = input_nodes, output_nodes
 
     @classmethod
-    def from_manager(cls, manager) -> "DistributedBlock":
-        """Merge a :class:`GraphShardManager`'s shards into one block (its data shared)."""
-        me, num_src = rank(), manager.num_src_nodes()
-        halo = [0 if s.src_part == me else s.rows.numel() for s in manager.shards]
+    def from_shards(cls, shards, plan, num_src: int, num_dst: int, in_degrees,
+                    out_degrees, edata, is_block: bool = False, global_counts=None,
+                    edge_ids=None, input_nodes=None, output_nodes=None) -> "DistributedBlock":
+        """Merge graph shards (see :mod:`sarlite.core.shards`) into one block."""
+        me = rank()
+        halo = [0 if s.src_part == me else s.rows.numel() for s in shards]
         offsets = torch.tensor([0] + halo[:-1]).cumsum(0).tolist()
         src, dst = [], []
-        for shard, offset in zip(manager.shards, offsets):
+        for shard, offset in zip(shards, offsets):
             compact, local_dst = shard.block.edges()
             # the local shard already indexes this rank's source tensor
             src.append(compact if shard.src_part == me else num_src + offset + compact)
             dst.append(local_dst)
         block = dgl.create_block((torch.cat(src), torch.cat(dst)),
-                                 num_src_nodes=num_src + sum(halo),
-                                 num_dst_nodes=manager.num_dst_nodes(), device=manager.device)
-        merged = cls(block, manager.plan, halo, num_src, manager.in_degrees(),
-                     manager.out_degrees(), manager.edata, manager.is_block,
-                     manager._global_counts, manager._edge_ids, manager.input_nodes,
-                     manager.output_nodes)
+                                 num_src_nodes=num_src + sum(halo), num_dst_nodes=num_dst,
+                                 device=in_degrees.device)
+        return cls(block, plan, halo, num_src, in_degrees, out_degrees, edata, is_block,
+                   global_counts, edge_ids, input_nodes, output_nodes)
+
+    @classmethod
+    def from_manager(cls, manager) -> "DistributedBlock":
+        """A :class:`GraphShardManager`'s shards as one block, sharing its data."""
+        merged = cls.from_shards(
+            manager.shards, manager.plan, manager.num_src_nodes(), manager.num_dst_nodes(),
+            manager.in_degrees(), manager.out_degrees(), manager.edata, manager.is_block,
+            manager._global_counts, manager._edge_ids, manager.input_nodes,
+            manager.output_nodes)
         merged.srcdata.update(manager.srcdata)
         merged.dstdata.update(manager.dstdata)
         return merged
