@@ -46,6 +46,15 @@ def _entry(fn, rank: int, world_size: int, port: int, results, args, device,
         raise SystemExit(1)
 
 
+def outcome(call) -> tuple[str, str]:
+    """``("ok", "")`` if ``call()`` returns, else the exception's type name and message."""
+    try:
+        call()
+    except Exception as err:
+        return type(err).__name__, str(err)
+    return "ok", ""
+
+
 class WorkerError(AssertionError):
     """A worker raised; ``errors`` maps rank to its traceback text."""
 

@@ -10,18 +10,10 @@ import pytest
 import torch
 
 import sarlite
-from harness import WorkerError, spawn
+from harness import WorkerError, outcome, spawn
 from sarlite import comm
 
 SHORT = timedelta(seconds=15)         # bounds a survivor's wait if gloo misses the death
-
-
-def _outcome(call) -> tuple[str, str]:
-    try:
-        call()
-    except Exception as err:
-        return type(err).__name__, str(err)
-    return "ok", ""
 
 
 def _die_on_rank_1() -> None:
@@ -99,15 +91,15 @@ def _mismatches(rank, world):
     typed = [torch.ones(k + 1, 3, dtype=dtype) for k in range(world)]
     fields = {"h": torch.ones(rank + 2, 3), "e": torch.ones(2, 1)}
     return {
-        "width": _outcome(lambda: comm.all_to_all_rows(rows, kind="halo")),
-        "dtype": _outcome(lambda: comm.all_to_all_rows(typed, kind="halo")),
-        "agree_width": _outcome(lambda: comm.agree_row_shapes(
+        "width": outcome(lambda: comm.all_to_all_rows(rows, kind="halo")),
+        "dtype": outcome(lambda: comm.all_to_all_rows(typed, kind="halo")),
+        "agree_width": outcome(lambda: comm.agree_row_shapes(
             "update_all", {**fields, "h": torch.ones(rank + 2, width)})),
-        "agree_dtype": _outcome(lambda: comm.agree_row_shapes(
+        "agree_dtype": outcome(lambda: comm.agree_row_shapes(
             "apply_edges", {**fields, "e": torch.ones(2, 1, dtype=dtype)})),
-        "agree_missing": _outcome(lambda: comm.agree_row_shapes(
+        "agree_missing": outcome(lambda: comm.agree_row_shapes(
             "update_all", fields if rank != 2 else {"h": fields["h"]})),
-        "agree_ok": _outcome(lambda: comm.agree_row_shapes("update_all", fields)),
+        "agree_ok": outcome(lambda: comm.agree_row_shapes("update_all", fields)),
         "after": [r.shape[0] for r in comm.all_to_all_rows(
             [torch.ones(rank + 1, 3)] * world, kind="halo")],
     }

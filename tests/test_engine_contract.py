@@ -182,14 +182,18 @@ def _mismatched_width(rank, world, config):
     return conv(g, torch.randn(data.num_owned_nodes, 3 + rank))
 
 
-def test_ranks_passing_different_widths_fail_with_the_field_named(tmp_path):
+def _errors_of_both_ranks(fn, tmp_path) -> list[str]:
+    """Run ``fn`` on 2 workers that must both fail; their error texts."""
     g = random_graph(num_nodes=40, num_edges=160)
     sarlite.partition_graph(g, "g", 2, tmp_path)
     with pytest.raises(WorkerError) as caught:
-        spawn(_mismatched_width, 2, str(tmp_path / "g.json"), timeout=120,
-              kill_on_error=False)
+        spawn(fn, 2, str(tmp_path / "g.json"), timeout=120, kill_on_error=False)
     assert set(caught.value.errors) == {0, 1}
-    for text in caught.value.errors.values():
+    return list(caught.value.errors.values())
+
+
+def test_ranks_passing_different_widths_fail_with_the_field_named(tmp_path):
+    for text in _errors_of_both_ranks(_mismatched_width, tmp_path):
         assert "update_all" in text and "(3,)" in text and "(4,)" in text
 
 
@@ -201,11 +205,5 @@ def _labels_missing_on_one_rank(rank, world, config):
 
 
 def test_label_propagation_with_classes_missing_on_a_rank_names_both_widths(tmp_path):
-    g = random_graph(num_nodes=40, num_edges=160)
-    sarlite.partition_graph(g, "g", 2, tmp_path)
-    with pytest.raises(WorkerError) as caught:
-        spawn(_labels_missing_on_one_rank, 2, str(tmp_path / "g.json"), timeout=120,
-              kill_on_error=False)
-    assert set(caught.value.errors) == {0, 1}
-    for text in caught.value.errors.values():
+    for text in _errors_of_both_ranks(_labels_missing_on_one_rank, tmp_path):
         assert "(4,)" in text and "(3,)" in text and "same feature width" in text

@@ -6,19 +6,11 @@ import pytest
 import torch
 
 import sarlite
-from harness import spawn
+from harness import outcome, spawn
 from sarlite.kv import DistTensor, init_kvstore
 from sarlite.partition import RangePartitionBook
 
 NODES = 12
-
-
-def _outcome(call) -> tuple[str, str]:
-    try:
-        call()
-    except Exception as err:
-        return type(err).__name__, str(err)
-    return "ok", ""
 
 
 def _setup(rank, world):
@@ -31,15 +23,15 @@ def _bad_inputs(rank, world):
     x = _setup(rank, world)
     y = DistTensor((NODES, 2), torch.float32, "y")
     everything = torch.arange(NODES)
-    out = {"range": _outcome(lambda: x[torch.tensor([1, 100 if rank == 1 else 7])])}
+    out = {"range": outcome(lambda: x[torch.tensor([1, 100 if rank == 1 else 7])])}
     before = x[everything]
     dtype = torch.float64 if rank == 0 else torch.float32
-    out["dtype"] = _outcome(lambda: x.__setitem__(torch.tensor([0, 9]),
+    out["dtype"] = outcome(lambda: x.__setitem__(torch.tensor([0, 9]),
                                                   torch.zeros(2, 2, dtype=dtype)))
     out["unchanged"] = torch.equal(x[everything], before)
-    out["shapes"] = _outcome(lambda: DistTensor((NODES, 2 + rank), torch.float32, "z"))
-    out["recreate"] = _outcome(lambda: DistTensor((NODES, 3), torch.float32, "x"))
-    out["mismatch"] = _outcome(lambda: (x if rank == 0 else y)[torch.tensor([3])])
+    out["shapes"] = outcome(lambda: DistTensor((NODES, 2 + rank), torch.float32, "z"))
+    out["recreate"] = outcome(lambda: DistTensor((NODES, 3), torch.float32, "x"))
+    out["mismatch"] = outcome(lambda: (x if rank == 0 else y)[torch.tensor([3])])
     out["after"] = torch.equal(x[torch.tensor([9, 2])], torch.tensor([[9.0] * 2, [2.0] * 2]))
     return out
 
@@ -92,11 +84,11 @@ def _one_rank_calls(rank, world):
     x = _setup(rank, world)
     start = time.monotonic()
     if rank == 0:
-        outcome = _outcome(lambda: x[torch.tensor([1, 8])])
+        result = outcome(lambda: x[torch.tensor([1, 8])])
     else:
         time.sleep(2 * TIMEOUT_S)                # rank 1 never makes the call
-        outcome = ("skipped", "")
-    return outcome, time.monotonic() - start
+        result = ("skipped", "")
+    return result, time.monotonic() - start
 
 
 def test_a_pull_made_by_only_some_ranks_times_out_with_a_clear_message():

@@ -20,6 +20,18 @@ from dgl.ops import edge_softmax as dgl_edge_softmax
 from ..partition.book import DEFAULT_ETYPE, DEFAULT_NTYPE
 
 
+@contextmanager
+def restoring(dicts: list[dict]):
+    """Put each dict back as it was when the ``with`` block ends (DGL's ``local_scope``)."""
+    saved = [(data, dict(data)) for data in dicts]
+    try:
+        yield
+    finally:
+        for data, copy_ in saved:
+            data.clear()
+            data.update(copy_)
+
+
 class ShardedGraphBase:
     """Base of the distributed graph objects: views, sizes, degrees and types.
 
@@ -78,16 +90,9 @@ class ShardedGraphBase:
         """Data of the owned edges, in shard order."""
         return self._edata
 
-    @contextmanager
     def local_scope(self):
         """Discard every field set or removed inside the ``with`` block, as in DGL."""
-        saved = [(data, dict(data)) for data in self._data_dicts()]
-        try:
-            yield
-        finally:
-            for data, copy_ in saved:
-                data.clear()
-                data.update(copy_)
+        return restoring(self._data_dicts())
 
     def _data_dicts(self) -> list[dict]:
         dicts = [self._srcdata, self._edata]

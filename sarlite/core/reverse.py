@@ -11,13 +11,12 @@ row it holds (owned or halo), and the halo sums go back to their owners in one e
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import dgl
 import dgl.function as fn
 import torch
 from dgl.function.message import CopyMessageFunction
 
+from .graph_view import restoring
 from .message import SRC, reducer_name
 
 
@@ -57,15 +56,8 @@ class ReversedGraph:
     def out_degrees(self, u=None, etype=None) -> torch.Tensor:
         return self._block.in_degrees(u)
 
-    @contextmanager
     def local_scope(self):
-        saved = [(d, dict(d)) for d in (self.srcdata, self.dstdata, self.edata)]
-        try:
-            yield
-        finally:
-            for data, copy_ in saved:
-                data.clear()
-                data.update(copy_)
+        return restoring([self.srcdata, self.dstdata, self.edata])
 
     def update_all(self, message_func, reduce_func, apply_node_func=None, etype=None):
         """``copy_e``/``copy_u`` messages, ``sum``/``mean`` at the sources. Collective.
