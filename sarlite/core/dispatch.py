@@ -109,10 +109,14 @@ def _copy_dst(edges):
 
 def broadcast_nodes(graph, graph_feat, *, ntype=None):
     """``dgl.broadcast_nodes`` on a sarlite graph: the one graph's row on every owned node."""
+    return _repeated(graph_feat, graph.num_dst_nodes())
+
+
+def _repeated(graph_feat, rows: int):
     if graph_feat.shape[0] != 1:
         raise ValueError(f"a sarlite graph is one graph: graph_feat needs 1 row, got "
                          f"{graph_feat.shape[0]}")
-    return graph_feat.expand((graph.num_dst_nodes(),) + tuple(graph_feat.shape[1:]))
+    return graph_feat.expand((rows,) + tuple(graph_feat.shape[1:]))
 
 
 # -- readouts: one graph spread over the workers ------------------------------------------
@@ -157,10 +161,7 @@ def softmax_nodes(graph, feat, *, ntype=None):
 
 def broadcast_edges(graph, graph_feat, *, etype=None):
     """``dgl.broadcast_edges`` on a sarlite graph: the graph's row on every owned edge."""
-    if graph_feat.shape[0] != 1:
-        raise ValueError(f"a sarlite graph is one graph: graph_feat needs 1 row, got "
-                         f"{graph_feat.shape[0]}")
-    return graph_feat.expand((graph.num_edges(),) + tuple(graph_feat.shape[1:]))
+    return _repeated(graph_feat, graph.num_edges())
 
 
 def _single_op(op: str):
