@@ -112,11 +112,11 @@ def reducer_name(reduce_func) -> str:
 
 
 def message_has_parameters(param_fn: Callable[[object], Iterable[torch.Tensor]]):
-    """Declare the learnable parameters a message function uses.
+    """Declare the learnable parameters a message function uses (optional hint).
 
-    In rematerialized (``sar``) mode the forward pass keeps no autograd graph, so sarlite
-    must know which parameters a message function touches to make the aggregated output
-    depend on them and to rebuild their gradients in the backward pass. ``param_fn``
+    sarlite finds the tensors a Python message function uses by itself (see
+    :mod:`sarlite.core.capture`), so this is no longer needed; it is kept for scripts
+    written for IntelLabs SAR. Declared parameters are added to those found. ``param_fn``
     receives the object the decorated method is bound to and returns its parameters.
 
     Example
