@@ -6,7 +6,7 @@ ties under max), ``w`` (positive scalar edge weights), ``ef`` (edge feature vect
 (reference) and on a distributed graph. Every ``dgl.nn.pytorch`` conv layer that takes a
 graph is here except the CuGraph ones (they need cugraph), DGNConv (it needs eigenvectors
 of the whole graph's Laplacian) and EGATConv (DGL refuses this graph's zero-in-degree
-nodes); the Dense* layers take adjacency matrices, not graphs. A case's second entry says
+nodes: it is tested in ``test_engine_contract.py``); the Dense* layers take adjacency matrices, not graphs. A case's second entry says
 what it must raise in a mode (a refusal) or ``EXACT``.
 """
 from __future__ import annotations

@@ -207,3 +207,45 @@ def _labels_missing_on_one_rank(rank, world, config):
 def test_label_propagation_with_classes_missing_on_a_rank_names_both_widths(tmp_path):
     for text in _errors_of_both_ranks(_labels_missing_on_one_rank, tmp_path):
         assert "(4,)" in text and "(3,)" in text and "same feature width" in text
+
+
+def _egat(rank, world, config, state):
+    sarlite.install_dgl_dispatch()
+    data = sarlite.load_partition_data(config)
+    results = {}
+    for mode in ("sar", "sa", "one-shot"):
+        g = sarlite.construct_full_graph(data, mode=mode)
+        conv = dglnn.EGATConv(4, 2, 3, 2, num_heads=2)
+        conv.load_state_dict(state)
+        x = data.node_features["feat"].clone().requires_grad_()
+        e = data.edge_features["w"].clone().requires_grad_()
+        h, _ = conv(g, x, e)
+        (h * data.node_features["probe"]).sum().backward()
+        sarlite.all_reduce_gradients(conv)
+        results[mode] = (h.detach(), x.grad, e.grad,
+                         {n: p.grad for n, p in conv.named_parameters()})
+    results["eids"] = torch.cat([s.eids for s in data.shards])
+    return results
+
+
+def test_egat_conv_on_a_graph_without_zero_in_degree_nodes_matches_dgl(tmp_path):
+    """EGATConv refuses zero-in-degree nodes (so it is not in the matrix graph)."""
+    g = dgl.add_self_loop(random_graph(num_nodes=40, num_edges=160, isolated=0))
+    g.edata["w"] = torch.randn(g.num_edges(), 2)
+    g.ndata["probe"] = torch.randn(40, 2, 3)
+    orig, orig_e = sarlite.partition_graph(g, "g", 2, tmp_path, return_mapping=True)
+    torch.manual_seed(0)
+    conv = dglnn.EGATConv(4, 2, 3, 2, num_heads=2)
+    x = g.ndata["feat"].clone().requires_grad_()
+    e = g.edata["w"].clone().requires_grad_()
+    h, _ = conv(g, x, e)
+    (h * g.ndata["probe"]).sum().backward()
+    results = spawn(_egat, 2, str(tmp_path / "g.json"), conv.state_dict(), timeout=180)
+    edge_order = orig_e[torch.cat([r["eids"] for r in results])]
+    for mode in ("sar", "sa", "one-shot"):
+        got = [r[mode] for r in results]
+        torch.testing.assert_close(torch.cat([r[0] for r in got]), h.detach()[orig], **TOL)
+        torch.testing.assert_close(torch.cat([r[1] for r in got]), x.grad[orig], **TOL)
+        torch.testing.assert_close(torch.cat([r[2] for r in got]), e.grad[edge_order], **TOL)
+        for name, param in conv.named_parameters():
+            torch.testing.assert_close(got[0][3][name], param.grad, **TOL)
