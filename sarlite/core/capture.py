@@ -41,7 +41,7 @@ class Captures(TorchFunctionMode):
     def __init__(self, declared=()):
         super().__init__()
         self.found: list[torch.Tensor] = []
-        self._index: dict[int, int] = {}
+        self._ids: set[int] = set()
         self._own: set[int] = set()
         self._own_nodes: set = set()
         self._start = 0
@@ -49,8 +49,8 @@ class Captures(TorchFunctionMode):
             self.add(tensor)
 
     def add(self, tensor: torch.Tensor) -> None:
-        if id(tensor) not in self._index:
-            self._index[id(tensor)] = len(self.found)
+        if id(tensor) not in self._ids:
+            self._ids.add(id(tensor))
             self.found.append(tensor)
 
     @contextmanager
@@ -63,14 +63,14 @@ class Captures(TorchFunctionMode):
             yield self
 
     def _is_external(self, value: torch.Tensor) -> bool:
-        if value.grad_fn is None:
-            return value._base is None           # else a view made here, gradients off
-        return value.grad_fn._sequence_nr() < self._start
+        if value.grad_fn is None:              # a leaf (a view without a graph is not one)
+            return value._base is None
+        return value.grad_fn._sequence_nr() < self._start   # made before this call
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         for value in tree_flatten((args, kwargs or {}))[0]:
             if (isinstance(value, torch.Tensor) and value.requires_grad
-                    and id(value) not in self._own and id(value) not in self._index
+                    and id(value) not in self._own and id(value) not in self._ids
                     and self._is_external(value)):
                 self.add(value)
         return func(*args, **(kwargs or {}))
