@@ -196,7 +196,9 @@ def _named_op(name: str):
     return lambda g, x, y: gsddmm(g, op, x, y, lhs, rhs)   # u_add_v
 
 
-def _spmm_names() -> list[str]:
+def _kernel_names() -> list[str]:
+    """Names of the ``dgl.ops`` message and edge kernels (``u_mul_e_sum``, ``u_add_v``,
+    ``copy_u_max``, ...)."""
     return [n for n in dir(dgl.ops) if n.count("_") in (1, 2, 3) and n.split("_")[0] in
             ("u", "v", "e", "copy") and callable(getattr(dgl.ops, n))]
 
@@ -223,7 +225,7 @@ def _replacements() -> dict[int, object]:
               ("sum", "mean", "max") if hasattr(dgl, f"{op}_nodes")]
     pairs += [(getattr(dgl, f"{op}_edges"), _single_edge_op(op)) for op in
               ("sum", "mean", "max") if hasattr(dgl, f"{op}_edges")]
-    pairs += [(getattr(dgl.ops, n), _named_op(n)) for n in _spmm_names()]
+    pairs += [(getattr(dgl.ops, n), _named_op(n)) for n in _kernel_names()]
     return {id(orig): _routed(orig, dist) for orig, dist in pairs}
 
 

@@ -28,7 +28,7 @@ class HaloExchange(torch.autograd.Function):
     @staticmethod
     def forward(ctx, owned: torch.Tensor, block: "DistributedBlock"):
         ctx.block = block
-        return block.with_halo(owned)
+        return block._fetch_halo(owned)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
@@ -41,7 +41,7 @@ class HaloReturn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, grad: torch.Tensor, block: "DistributedBlock"):
         ctx.block = block
-        return block.return_halo(grad)
+        return block._sum_halo(grad)
 
     @staticmethod
     def backward(ctx, grad_owned: torch.Tensor):
@@ -78,6 +78,7 @@ class DistributedBlock(ShardedGraphBase):
         self.halo = halo
         self._edge_ids = edge_ids
         self._ordered = None
+        self._reversed = None
         self.input_nodes, self.output_nodes = input_nodes, output_nodes
 
     @classmethod
@@ -117,7 +118,7 @@ class DistributedBlock(ShardedGraphBase):
         """Halo rows received from each other rank, in rank order (self excluded)."""
         return [n for k, n in enumerate(self.halo) if k != rank()]
 
-    def with_halo(self, owned: torch.Tensor) -> torch.Tensor:
+    def _fetch_halo(self, owned: torch.Tensor) -> torch.Tensor:
         """Owned rows followed by every halo row (collective, not differentiable)."""
         me = rank()
         chunks = [owned[idx] if k != me else owned[:0]
@@ -125,7 +126,7 @@ class DistributedBlock(ShardedGraphBase):
         received = all_to_all_rows(chunks, kind="oneshot_fetch")
         return torch.cat([owned] + [r for k, r in enumerate(received) if k != me])
 
-    def return_halo(self, grad: torch.Tensor) -> torch.Tensor:
+    def _sum_halo(self, grad: torch.Tensor) -> torch.Tensor:
         """Owned-row gradients plus the halo-row gradients other ranks send back."""
         me, num_owned = rank(), self.num_src_nodes()
         pieces = iter(grad[num_owned:].split(self.halo_sizes()))
@@ -137,10 +138,20 @@ class DistributedBlock(ShardedGraphBase):
                 grad_owned.index_add_(0, self.plan.send_idx[k], rows)
         return grad_owned
 
-    def halo_return(self, rows: torch.Tensor) -> torch.Tensor:
+    def sum_into_owners(self, rows: torch.Tensor) -> torch.Tensor:
         """``(num_owned + num_halo, ...)`` per-source rows -> ``(num_owned, ...)``: each halo
         row is added into its owner's row, differentiably. Collective."""
         return HaloReturn.apply(rows, self)
+
+    def reversed_block(self) -> dgl.DGLGraph:
+        """The block with every edge reversed (owned nodes to owned-then-halo rows), built
+        once."""
+        if self._reversed is None:
+            src, dst = self.block.edges()
+            self._reversed = dgl.create_block(
+                (dst, src), num_src_nodes=self.block.num_dst_nodes(),
+                num_dst_nodes=self.block.num_src_nodes(), device=self.device)
+        return self._reversed
 
     def reverse(self):
         """The reversed graph (see :mod:`sarlite.core.reverse`), as ``dgl.reverse`` gives."""
@@ -153,7 +164,7 @@ class DistributedBlock(ShardedGraphBase):
     def _to(self, device) -> None:
         self.block = self.block.to(device)
         self.plan = self.plan.to(device)
-        self._ordered = None
+        self._ordered = self._reversed = None
         if self.input_nodes is not None:
             self.input_nodes = self.input_nodes.to(device)
             self.output_nodes = self.output_nodes.to(device)

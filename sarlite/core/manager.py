@@ -4,9 +4,10 @@ from __future__ import annotations
 import dgl
 import torch
 
+from ..comm import agree_row_shapes
 from .config import check_depth
 from .graph_view import ShardedGraphBase
-from .message import (check_all_edges, check_fields, check_layer, declared_parameters, is_udf,
+from .message import (check_all_edges, check_layer, declared_parameters, is_udf,
                       message_inputs, reducer_name)
 from .sar_op import Message, ShardSet, run_sequential
 from .shards import GraphShard, RingPlan
@@ -57,7 +58,7 @@ class GraphShardManager(ShardedGraphBase):
         self._node_ranges = node_ranges
         self._edge_ids = edge_ids
         self.input_nodes, self.output_nodes = input_nodes, output_nodes
-        self._sampling_graph = None
+        self._sampling_graph = self._merged = None
 
     def _to(self, device) -> None:
         if self.input_nodes is not None:
@@ -65,7 +66,7 @@ class GraphShardManager(ShardedGraphBase):
             self.output_nodes = self.output_nodes.to(device)
         self.shards = [shard.to(device) for shard in self.shards]
         self.plan = self.plan.to(device)
-        self._sampling_graph = None
+        self._sampling_graph = self._merged = None
 
     def _shard_set(self) -> ShardSet:
         if not self.shards and self.plan.size:
@@ -82,8 +83,9 @@ class GraphShardManager(ShardedGraphBase):
                           msg_field, out_field)
         values = ([self.srcdata[n] for n in src] + [self.dstdata[n] for n in dst] +
                   [self.edata[n] for n in edge])
-        check_fields("update_all" if reducer else "apply_edges",
-                     {n: self.srcdata[n] for n in src})
+        # every rank must fetch rows of the same width: agree first (one small collective)
+        agree_row_shapes("update_all" if reducer else "apply_edges",
+                         {n: self.srcdata[n] for n in src})
         return run_sequential(self._shard_set(), message, values, declared_parameters(func),
                               keep_graph=self.mode == "sa")
 
@@ -163,8 +165,13 @@ class GraphShardManager(ShardedGraphBase):
         :func:`sarlite.install_dgl_dispatch`): it sums along edges backwards, at the
         sources, through one exchange of per-source sums (see :mod:`sarlite.core.reverse`).
         Collective when used."""
-        from .distributed_block import DistributedBlock
-        return DistributedBlock.from_manager(self).reverse()
+        if self._merged is None:        # the structure only, built once
+            from .distributed_block import DistributedBlock
+            self._merged = DistributedBlock.from_shards(
+                self._shard_set().shards, self.plan, self.num_src_nodes(),
+                self.num_dst_nodes(), self.in_degrees(), self.out_degrees(), {},
+                self.is_block, self._global_counts)
+        return self._merged.reverse()
 
     def get_full_partition_graph(self, delete_shard_data: bool = True):
         """All owned in-edges as one :class:`DistributedBlock` (one-shot mode).
@@ -176,5 +183,5 @@ class GraphShardManager(ShardedGraphBase):
         from .distributed_block import DistributedBlock
         block = DistributedBlock.from_manager(self)
         if delete_shard_data:
-            self.shards = []
+            self.shards, self._merged = [], None
         return block

@@ -9,7 +9,6 @@ from typing import Callable, Iterable
 
 import torch
 
-from ..comm import agree_row_shapes
 from dgl.function.base import BuiltinFunction
 from dgl.function.message import BinaryMessageFunction, CopyMessageFunction
 from dgl.function.reducer import SimpleReduceFunction
@@ -75,16 +74,6 @@ def check_all_edges(edges) -> None:
             "no longer match (this is what GatedGraphConv with n_etypes > 1 does). Compute "
             "on all edges and keep a subset with torch.where(mask, new, old), or give "
             "GatedGraphConv n_etypes=1.")
-
-
-def check_fields(op_name: str, src_fields: dict) -> None:
-    """Agree with every rank on the width and dtype of the source fields to be fetched.
-
-    Collective (one small exchange): a rank whose field differs makes every rank fail with
-    a message naming the field and both shapes, instead of a crash inside the transport.
-    """
-    if src_fields:
-        agree_row_shapes(op_name, src_fields)
 
 
 def is_copy_src(func) -> bool:

@@ -11,7 +11,6 @@ row it holds (owned or halo), and the halo sums go back to their owners in one e
 """
 from __future__ import annotations
 
-import dgl
 import dgl.function as fn
 import torch
 from dgl.function.message import CopyMessageFunction
@@ -30,10 +29,7 @@ class ReversedGraph:
 
     def __init__(self, block):
         self._block = block
-        src, dst = block.block.edges()
-        self._reversed = dgl.create_block(
-            (dst, src), num_src_nodes=block.block.num_dst_nodes(),
-            num_dst_nodes=block.block.num_src_nodes(), device=block.device)
+        self._reversed = block.reversed_block()
         self.srcdata: dict[str, torch.Tensor] = {}
         self.dstdata: dict[str, torch.Tensor] = {}
         self.edata: dict[str, torch.Tensor] = {}
@@ -81,7 +77,7 @@ class ReversedGraph:
                 self._reversed.edata[field] = self.edata[field]
             self._reversed.update_all(message_func, fn.sum(message_func.out_field, "_sum"))
             partial = self._reversed.dstdata["_sum"]          # owned rows, then halo rows
-        total = self._block.halo_return(partial)
+        total = self._block.sum_into_owners(partial)
         if name == "mean":
             deg = self.in_degrees().to(total.dtype).clamp(min=1)
             total = total / deg.reshape((-1,) + (1,) * (total.dim() - 1))

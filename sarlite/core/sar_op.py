@@ -84,14 +84,11 @@ class OpContext:
 
 @dataclass
 class _Forward:
-    """The forward pass's results, handed to the autograd function."""
+    """The forward pass's tensors, handed to the autograd function."""
 
     outputs: tuple[torch.Tensor, ...]
-    out_names: tuple[str, ...]
-    captured: list[torch.Tensor]
-    winner: torch.Tensor | None = None
-    kept: tuple | None = None          # sa mode: graph-carrying outputs and their leaves
-    rng_states: tuple = ()
+    winner: torch.Tensor | None = None     # max/min: the shard each element came from
+    kept: tuple | None = None              # sa mode: graph-carrying outputs and their leaves
 
 
 def run_sequential(graph: ShardSet, message: Message, values: list[torch.Tensor],
@@ -102,16 +99,14 @@ def run_sequential(graph: ShardSet, message: Message, values: list[torch.Tensor]
     parameters of :func:`message_has_parameters`. Collective.
     """
     keep_graph = keep_graph and torch.is_grad_enabled()
-    forward = _forward(graph, message, values, declared, keep_graph)
-    inputs = list(values) + forward.captured
+    op, forward = _forward(graph, message, values, declared, keep_graph)
+    inputs = list(values) + list(op.captured)
     if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
-        ctx = OpContext(graph, message, keep_graph, tuple(forward.captured),
-                        forward.out_names, forward.rng_states)
-        outputs = SequentialAggregation.apply(ctx, forward, *inputs)
+        outputs = SequentialAggregation.apply(op, forward, *inputs)
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     else:
         outputs = tuple(o.detach() for o in forward.outputs)
-    return dict(zip(forward.out_names, outputs))
+    return dict(zip(op.out_names, outputs))
 
 
 # -- per-shard computation --------------------------------------------------------------
@@ -233,10 +228,10 @@ def _detached(value):
 
 
 def _forward(graph: ShardSet, message: Message, values, declared, keep_graph: bool
-             ) -> _Forward:
+             ) -> tuple[OpContext, _Forward]:
     """Aggregate shard by shard. A Python function runs each shard with gradients on, so
     that the tensors it captures are found; the shard's graph is then dropped unless kept
-    (``sa``)."""
+    (``sa``), and its random state is kept for the rematerialization (``sar``)."""
     src_vals, dst_vals, edge_vals = message.split(values)
     if keep_graph:
         dst_vals = [_leaf(t) for t in dst_vals]
@@ -253,7 +248,7 @@ def _forward(graph: ShardSet, message: Message, values, declared, keep_graph: bo
             fetched = _fetched_leaves(fetched, values[:len(message.src)])
             fetched_leaves[round_] = fetched
         shard_edges = _edge_slices(edge_vals, shard)
-        if message.udf:
+        if capture is not None and not keep_graph:
             rng_states[j] = _rng_state(shard)
         with torch.set_grad_enabled(keep_graph or capture is not None):
             with _capture_scope(capture, fetched + dst_vals + shard_edges):
@@ -274,11 +269,11 @@ def _forward(graph: ShardSet, message: Message, values, declared, keep_graph: bo
                             for name in names)
         else:
             names, outputs = (message.out_field,), (_finish(graph, message.reducer, state),)
-    captured = capture.found if capture is not None else \
-        [p for p in declared if torch.is_grad_enabled()]
+    captured = tuple(capture.found) if capture is not None else ()
     kept = (outputs, dst_vals, edge_vals, fetched_leaves) if keep_graph else None
-    rng = tuple(rng_states.get(j) for j in range(len(graph.shards))) if rng_states else ()
-    return _Forward(outputs, names, captured, state[1], kept, rng)
+    rng = tuple(rng_states[j] for j in range(len(graph.shards))) if rng_states else ()
+    op = OpContext(graph, message, keep_graph, captured, names, rng)
+    return op, _Forward(outputs, state[1], kept)
 
 
 class SequentialAggregation(torch.autograd.Function):
@@ -406,8 +401,8 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
             _accumulate(dst_grads, grads[n_f:n_f + n_d])
             _accumulate([g[slice(*shard.edge_slice)] if g is not None else None
                          for g in edge_grads], grads[n_f + n_d:n_f + n_d + n_e])
-            captured_grads = [a if b is None else (b if a is None else a + b)
-                              for a, b in zip(captured_grads, grads[n_f + n_d + n_e:])]
+            captured_grads = [_sum(a, b) for a, b in zip(captured_grads,
+                                                         grads[n_f + n_d + n_e:])]
             fetched_grads = [_or_zeros(g, leaf) for g, leaf in zip(grads[:n_f], fetched)]
             del fetched, dst_leaves, edge_leaves, value, grads
         sender.post(round_, fetched_grads)
@@ -435,6 +430,11 @@ def _accumulate(totals, grads) -> None:
     for total, grad in zip(totals, grads):
         if total is not None and grad is not None:
             total.add_(grad)
+
+
+def _sum(total, grad):
+    """``total + grad`` where either may be ``None`` (no gradient yet / none here)."""
+    return grad if total is None else (total if grad is None else total + grad)
 
 
 def _or_zeros(grad, like: torch.Tensor) -> torch.Tensor:
