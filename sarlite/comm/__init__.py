@@ -2,7 +2,8 @@
 traffic counters. Every collective sarlite runs goes through this package."""
 from . import traffic
 from .collectives import (agree_row_shapes, all_gather_object, all_reduce, all_reduce_autograd,
-                          barrier, broadcast, broadcast_object, finalize)
+                          barrier, broadcast, broadcast_object, finalize,
+                          scatter_object)
 from .context import comm_device, init, rank, world_size
 from .errors import CollectiveError
 from .exchange import PendingRows, all_to_all_rows, exchange_sizes, ring_exchange
@@ -11,5 +12,6 @@ from .params import all_reduce_gradients, sync_params
 __all__ = ["CollectiveError", "PendingRows", "agree_row_shapes", "all_gather_object",
            "all_reduce", "all_reduce_autograd", "all_reduce_gradients", "all_to_all_rows",
            "barrier", "broadcast", "broadcast_object", "comm_device", "exchange_sizes",
-           "finalize", "init", "rank", "ring_exchange", "sync_params", "traffic",
+           "finalize", "init", "rank", "ring_exchange", "scatter_object", "sync_params",
+           "traffic",
            "world_size"]

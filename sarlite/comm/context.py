@@ -1,33 +1,48 @@
-"""Process-group set-up from the torchrun environment.
+"""Process-group set-up from the launcher's environment (torchrun, mpirun, srun).
 
-Every sarlite process is a torchrun worker that owns one partition. ``init`` is the only
-set-up call; everything else reads the default process group.
+Every sarlite process is a worker that owns one partition. ``init`` is the only set-up
+call; everything else reads the default process group.
 """
 from __future__ import annotations
 
+import logging
 import os
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
+from . import health
+from .errors import CollectiveError
+from .launchenv import LaunchEnv, read_launch_env, route_interface
+
 DEFAULT_TIMEOUT = timedelta(seconds=int(os.environ.get("SARLITE_TIMEOUT", "600")))
-_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 def init(backend: str | None = None, timeout: timedelta | float | None = None,
-         device: str | torch.device | None = None) -> tuple[int, int]:
-    """Join the default process group described by torchrun's environment.
+         device: str | torch.device | None = None,
+         heartbeat_timeout: float | None = None) -> tuple[int, int]:
+    """Join the default process group described by the launcher's environment.
 
-    Reads ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` (and ``LOCAL_RANK``
-    to pick the CUDA device). The backend defaults to ``nccl`` when ``device`` is CUDA and
-    to ``gloo`` otherwise. No files or interface names are needed (gloo picks the interface
-    itself unless ``GLOO_SOCKET_IFNAME`` is set). If a process group already exists it is
-    reused unchanged.
+    Reads torchrun's ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` (and
+    ``LOCAL_RANK`` to pick the CUDA device); without them, the variables ``mpirun`` (Open
+    MPI's ``OMPI_COMM_WORLD_*``, PMI's ``PMI_*``) or Slurm's ``srun`` (``SLURM_PROCID``,
+    ``SLURM_NTASKS``) set, with rank 0's host in ``MASTER_ADDR`` (``MASTER_PORT`` defaults
+    to 29500); see :func:`sarlite.comm.launchenv.read_launch_env`. The backend defaults to
+    ``nccl`` when ``device`` is CUDA and to ``gloo`` otherwise. When ``MASTER_ADDR`` is not
+    this host and ``GLOO_SOCKET_IFNAME`` is not set, gloo is told the interface that routes
+    to it (and the choice is logged). If a process group already exists it is reused.
 
-    Every rank must call it. It blocks until all ``WORLD_SIZE`` ranks have joined or
-    ``timeout`` (default ``SARLITE_TIMEOUT`` seconds, 600) passes; the same timeout then
-    bounds every collective, so a dead peer ends the others with an error instead of a hang.
+    Every rank must call it. It blocks until all ranks have joined or ``timeout`` (default
+    ``SARLITE_TIMEOUT`` seconds, 600) passes; the same timeout then bounds every collective,
+    so a dead peer ends the others with an error instead of a hang.
+
+    It also starts this rank's heartbeat monitor (:mod:`sarlite.comm.health`): when this
+    rank has waited in a collective for ``heartbeat_timeout`` seconds (default
+    ``SARLITE_HEARTBEAT_TIMEOUT``, 60; 0 turns it off) while a peer sent no heartbeat for
+    as long, the monitor names the frozen peer and ends this process, well before
+    ``timeout``. When another rank reports the run's failure through the monitor, this
+    rank leaves quietly.
 
     Returns
     -------
@@ -37,25 +52,57 @@ def init(backend: str | None = None, timeout: timedelta | float | None = None,
     Raises
     ------
     RuntimeError
-        A torchrun variable is missing.
+        No launcher's variables are set, or ``MASTER_ADDR`` is missing.
+    ValueError
+        A launcher variable is malformed (not an integer, rank out of range).
+    CollectiveError
+        The ranks did not all join within ``timeout``.
     """
     if dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
-    missing = [name for name in _ENV if name not in os.environ]
-    if missing:
-        raise RuntimeError(f"sarlite.init: environment variable(s) {missing} are not set; "
-                           f"launch with torchrun (or set them yourself)")
+    env = read_launch_env(os.environ)
     device = torch.device(device) if device is not None else None
     if backend is None:
         backend = "nccl" if device is not None and device.type == "cuda" else "gloo"
     if backend == "nccl":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(env.local_rank)
+    elif env.world_size > 1 and "GLOO_SOCKET_IFNAME" not in os.environ:
+        _use_route_to(env.master_addr)
     if timeout is None:
         timeout = DEFAULT_TIMEOUT
     elif not isinstance(timeout, timedelta):
         timeout = timedelta(seconds=float(timeout))
-    dist.init_process_group(backend, init_method="env://", timeout=timeout)
-    return dist.get_rank(), dist.get_world_size()
+    _join(backend, env, timeout)
+    health.start(env.master_addr, env.master_port, env.rank, env.world_size,
+                 health.DEFAULT_DEADLINE if heartbeat_timeout is None else heartbeat_timeout)
+    return env.rank, env.world_size
+
+
+def _join(backend: str, env: LaunchEnv, timeout: timedelta) -> None:
+    """``init_process_group`` for ``env``: torchrun's own ``env://`` rendezvous (which
+    knows about its agent's store), a TCP one for the other launchers."""
+    if env.source == "torchrun":
+        kwargs = {"init_method": "env://"}
+    else:
+        kwargs = {"init_method": f"tcp://{env.master_addr}:{env.master_port}",
+                  "rank": env.rank, "world_size": env.world_size}
+    try:
+        dist.init_process_group(backend, timeout=timeout, **kwargs)
+    except RuntimeError as err:
+        raise CollectiveError(
+            f"sarlite.init: rank {env.rank} of {env.world_size} ({env.source}) could not "
+            f"join the process group at {env.master_addr}:{env.master_port} within "
+            f"{timeout}: {err}") from None
+
+
+def _use_route_to(master_addr: str) -> None:
+    """Tell gloo (through the one setting it reads, ``GLOO_SOCKET_IFNAME``, in this
+    process only) to use the interface that routes to ``master_addr``."""
+    interface = route_interface(master_addr)
+    if interface is not None:
+        os.environ["GLOO_SOCKET_IFNAME"] = interface
+        logging.getLogger("sarlite").info("gloo uses interface %s (it routes to %s)",
+                                          interface, master_addr)
 
 
 def rank() -> int:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable, TypeVar
 
-from .context import rank, world_size
+from . import context, health
 
 T = TypeVar("T")
 
@@ -14,7 +14,8 @@ class CollectiveError(RuntimeError):
 
 def _failed(kind: str, err: Exception) -> CollectiveError:
     return CollectiveError(
-        f"sarlite: collective {kind!r} failed on rank {rank()} of {world_size()}: {err}. "
+        f"sarlite: collective {kind!r} failed on rank {context.rank()} of "
+        f"{context.world_size()}: {err}. "
         f"Another worker probably died or did not make the same call (every rank must run "
         f"the same collectives in the same order); see the other workers' output.")
 
@@ -24,10 +25,13 @@ def guarded(kind: str, call: Callable[[], T]) -> T:
     absent peer, the process group's timeout) into one :class:`CollectiveError` naming
     ``kind``, this rank and the cause.
 
-    Every ``torch.distributed`` call of :mod:`sarlite.comm` runs through it.
+    Every ``torch.distributed`` call of :mod:`sarlite.comm` runs through it; while it
+    blocks, the heartbeat monitor (:mod:`sarlite.comm.health`) may end the process if a
+    peer stops sending heartbeats.
     """
     try:
-        return call()
+        with health.waiting(kind):
+            return call()
     except CollectiveError:
         raise
     except RuntimeError as err:
