@@ -11,7 +11,7 @@ import torch
 
 from .assign import check_method, metis_assignment, random_assignment
 from .book import DEFAULT_ETYPE_STR, DEFAULT_NTYPE
-from .files import write_graph, write_json, write_tensors
+from .files import naming_full_disk, write_graph, write_json, write_tensors
 
 log = logging.getLogger("sarlite.partition")
 
@@ -36,6 +36,11 @@ def _check_inputs(g: dgl.DGLGraph, graph_name: str, num_parts: int, out_path,
     if balance_ntypes is not None and len(balance_ntypes) != g.num_nodes():
         raise ValueError(f"balance_ntypes has {len(balance_ntypes)} entries but the graph "
                          f"has {g.num_nodes()} nodes")
+
+
+def _mkdir(path: Path, parents: bool = False) -> None:
+    with naming_full_disk(path):
+        path.mkdir(parents=parents, exist_ok=True)
 
 
 def _ranges(ends: torch.Tensor) -> torch.Tensor:
@@ -129,6 +134,20 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
     (torch.Tensor, torch.Tensor) or None
         ``orig_nids`` of shape ``(N,)`` and ``orig_eids`` of shape ``(E,)`` when asked.
 
+    Raises
+    ------
+    NotImplementedError
+        ``g`` is heterogeneous.
+    ValueError
+        An argument is out of range.
+    NotADirectoryError
+        ``out_path`` is a file.
+    OSError
+        A file cannot be written. A full disk is one error, errno ``ENOSPC``: "no space
+        left on device while writing <file>"; no temporary file stays behind, and the
+        partition JSON (written last) is absent, so the partial output never looks
+        complete.
+
     Example
     -------
     >>> g = sarlite.data.homophilous_graph(num_nodes=1000)
@@ -138,7 +157,7 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
     _check_inputs(g, graph_name, num_parts, out_path, part_method, objective, num_hops,
                   balance_ntypes)
     out = Path(out_path)
-    out.mkdir(parents=True, exist_ok=True)
+    _mkdir(out, parents=True)
     config = out / f"{graph_name}.json"
     config.unlink(missing_ok=True)   # an old config must not vouch for half-written parts
 
@@ -174,7 +193,7 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
             "ntypes": {DEFAULT_NTYPE: 0}, "etypes": {DEFAULT_ETYPE_STR: 0}}
     for part in range(num_parts):
         part_dir = out / f"part{part}"
-        part_dir.mkdir(exist_ok=True)
+        _mkdir(part_dir)
         elo, ehi = edge_ranges[part].tolist()
         lo, hi = node_ranges[part].tolist()
         write_graph(part_dir / "graph.dgl",

@@ -8,6 +8,7 @@ import torch
 from .. import comm
 from ..partition.files import atomic_write
 from .config import Config, ConfigError
+from .outputs import CURVES, METRICS, SUMMARY, on_rank0
 
 FILE = "checkpoint.pt"
 
@@ -21,15 +22,51 @@ def trajectory_hash(cfg: Config) -> str:
 
 def save(out_dir: Path, cfg: Config, epoch: int, model, optimizer, best: dict,
          rank: int) -> None:
-    """Write ``out_dir/checkpoint.pt`` atomically (rank 0 writes; collective: every rank
-    calls it and sends rank 0 its RNG state)."""
+    """Write ``out_dir/checkpoint.pt`` atomically. Rank 0 writes; collective: every rank
+    calls it, sends rank 0 its RNG state, and raises if the writing failed.
+
+    Raises
+    ------
+    OSError
+        The checkpoint cannot be written; for a full disk errno ``ENOSPC`` and the message
+        "no space left on device while writing <out_dir>/checkpoint.pt".
+    """
     rng = comm.all_gather_object(torch.get_rng_state(), "checkpoint")
-    if rank != 0:
-        return
-    payload = {"epoch": epoch, "model": model.state_dict(),
-               "optimizer": optimizer.state_dict(), "rng": rng, "best": best,
-               "config_hash": trajectory_hash(cfg), "world_size": len(rng)}
-    atomic_write(out_dir / FILE, lambda tmp: torch.save(payload, tmp))
+
+    def write() -> None:
+        payload = {"epoch": epoch, "model": model.state_dict(),
+                   "optimizer": optimizer.state_dict(), "rng": rng, "best": best,
+                   "config_hash": trajectory_hash(cfg), "world_size": len(rng)}
+        atomic_write(out_dir / FILE, lambda tmp: torch.save(payload, tmp))
+    on_rank0(write, rank, "checkpoint_written")
+
+
+def start_fresh(out_dir: Path, overwrite: bool) -> list[Path]:
+    """Rank 0, before a run that does not resume: refuse an ``out_dir`` holding another
+    run's checkpoint, or (``overwrite``) remove it and that run's outputs.
+
+    Returns
+    -------
+    list[Path]
+        The files removed.
+
+    Raises
+    ------
+    ConfigError
+        ``out_dir`` holds a checkpoint and ``overwrite`` is not set.
+    """
+    path = out_dir / FILE
+    if not overwrite:
+        if path.exists():
+            raise ConfigError(f"{path} exists (an earlier run's checkpoint): set "
+                              f"train.resume=true to continue it, or train.overwrite=true "
+                              f"to start over")
+        return []
+    removed = [out_dir / name for name in (FILE, METRICS, SUMMARY, CURVES)
+               if (out_dir / name).exists()]
+    for old in removed:
+        old.unlink()
+    return removed
 
 
 def load(out_dir: Path, cfg: Config, model, optimizer, rank: int, world_size: int) -> tuple:

@@ -105,9 +105,22 @@ class TrainConfig(_Section):
     checkpoint_every: int = Field(0, ge=0, description="save a checkpoint every k epochs "
                                   "(0: never)")
     resume: bool = Field(False, description="continue from the latest checkpoint in out_dir")
+    overwrite: bool = Field(False, description="first remove an earlier run's checkpoint, "
+                            "metrics.jsonl, summary.json and curves.png from out_dir (without "
+                            "it a fresh run refuses an out_dir holding a checkpoint)")
+    allow_nonfinite: bool = Field(False, description="train on through inf/nan in the input "
+                                  "features, the loss or a gradient (false: stop with an "
+                                  "error naming the first)")
     sampling: Optional[SamplingConfig] = Field(
         None, description="mini-batch training on sampled neighbourhoods, {fanouts, "
         "batch_size}; evaluation stays one exact full-graph pass (null: full-batch)")
+
+    @model_validator(mode="after")
+    def _resume_or_overwrite(self):
+        if self.resume and self.overwrite:
+            raise ValueError("train.resume continues the run in out_dir and train.overwrite "
+                             "discards it: set one of them")
+        return self
 
 
 class Config(_Section):

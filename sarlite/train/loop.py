@@ -1,6 +1,7 @@
 """The training run every torchrun worker executes."""
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,16 +11,21 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from .. import comm
+from ..comm import health
 from ..core import construct_full_graph, construct_mfgs, install_dgl_dispatch
 from ..partition import PartitionData, load_partition_data
+from ..partition.files import remove_stale_temporaries
 from . import checkpoint
 from .config import Config, ConfigError
 from .models import build_model, graphs_needed
-from .outputs import MetricsLog, plot_curves, write_summary
+from .nonfinite import check_features, check_step
+from .outputs import MetricsLog, on_rank0, plot_curves, write_summary
 from .partitions import prepare_partitions
 from .sampled import sampled_loader
 
 SPLITS = ("train", "val", "test")
+
+log = logging.getLogger("sarlite.train")
 
 
 @dataclass
@@ -44,12 +50,23 @@ def _gather(value: float) -> list[float]:
 
 def _build_batch(cfg: Config, data: PartitionData) -> tuple[Batch, int, int]:
     """The full-graph batch of this rank's partition ``data`` (its feature tensors, not
-    copies, where the dtypes already fit). Collective (graph construction)."""
+    copies, where the dtypes already fit). Collective (graph construction).
+
+    Raises
+    ------
+    ConfigError
+        A node field the training needs is missing.
+    NonFiniteError
+        The input features of this rank hold inf or nan (unless train.allow_nonfinite);
+        raised before any collective, on this rank only.
+    """
     feats = data.node_features
     for key in ("feat", "label", *(f"{s}_mask" for s in SPLITS)):
         if key not in feats:
             raise ConfigError(f"dataset {cfg.dataset.name!r} has no node field {key!r}")
     x, labels = feats["feat"].float(), feats["label"].long()
+    if not cfg.train.allow_nonfinite:
+        check_features(x, "feat", data.rank, data.owned_range[0])
     masks = {s: feats[f"{s}_mask"].bool() for s in SPLITS}
     top = comm.all_reduce(torch.tensor([int(labels.max()) if labels.numel() else 0]), "max",
                           kind="num_classes")
@@ -68,7 +85,11 @@ def _build_batch(cfg: Config, data: PartitionData) -> tuple[Batch, int, int]:
     return batch, x.shape[1], num_classes
 
 
-def _train_step(model, optimizer, batch: Batch, num_train: float) -> float:
+def _train_step(model, optimizer, batch: Batch, num_train: float, epoch: int | None,
+                step: int | None = None) -> float:
+    """One optimizer step; the global loss. Collective. ``epoch`` (and ``step``) name the
+    step in the error a non-finite loss or gradient raises on every rank before the update
+    (``epoch=None``: no check, train.allow_nonfinite)."""
     model.train()
     logits = model(batch.graphs, batch.x)
     mask = batch.masks["train"]
@@ -76,20 +97,23 @@ def _train_step(model, optimizer, batch: Batch, num_train: float) -> float:
     optimizer.zero_grad()
     loss.backward()
     comm.all_reduce_gradients(model)
+    value = float(_global([loss.item()])[0])
+    if epoch is not None:
+        check_step(value, model, epoch, step)
     optimizer.step()
-    return float(_global([loss.item()])[0])
+    return value
 
 
-def _sampled_epoch(model, optimizer, loader) -> float:
+def _sampled_epoch(model, optimizer, loader, epoch: int | None) -> float:
     """One pass over the sampled batches (a step each); the mean of the steps' global
     losses. Collective: every rank gets the same number of batches from the loader."""
     losses = []
-    for _, output_nodes, blocks in loader:
+    for step, (_, output_nodes, blocks) in enumerate(loader):
         count = float(_global([float(output_nodes.numel())])[0])
         batch = Batch(blocks, blocks[0].srcdata["feat"].float(),
                       blocks[-1].dstdata["label"].long(),
                       {"train": torch.ones(output_nodes.numel(), dtype=torch.bool)})
-        losses.append(_train_step(model, optimizer, batch, count))
+        losses.append(_train_step(model, optimizer, batch, count, epoch, step))
     return sum(losses) / len(losses)
 
 
@@ -125,17 +149,55 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _prepare_out_dir(cfg: Config) -> None:
+    """Rank 0, at the start: create ``out_dir``, remove the temporary files killed runs
+    left there and in the partition cache, and refuse (or, with train.overwrite, clear) an
+    earlier run's checkpoint when not resuming.
+
+    Raises
+    ------
+    ConfigError
+        A fresh run's ``out_dir`` holds a checkpoint and train.overwrite is not set.
+    """
+    out_dir = Path(cfg.train.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stale = [*remove_stale_temporaries(out_dir),
+             *remove_stale_temporaries(cfg.partition.cache_dir)]
+    if stale:
+        log.warning("removed %d temporary file(s) left by a killed run: %s", len(stale),
+                    ", ".join(map(str, stale)))
+    if not cfg.train.resume:
+        cleared = checkpoint.start_fresh(out_dir, cfg.train.overwrite)
+        if cleared:
+            log.warning("train.overwrite: removed %s", ", ".join(map(str, cleared)))
+
+
 def run(cfg: Config) -> dict:
     """Train as configured on this worker; rank 0 writes the outputs. Collective.
 
     Returns the summary (on every rank).
+
+    Raises
+    ------
+    ConfigError
+        Unusable settings or dataset, e.g. a fresh run in an ``out_dir`` that holds a
+        checkpoint (on every rank).
+    NonFiniteError
+        Input features (on the rank that holds them), the loss or a gradient (on every
+        rank) hold inf or nan, unless train.allow_nonfinite.
+    ValueError
+        On resume, metrics.jsonl has an unparseable line before the last (every rank).
+    OSError
+        An output cannot be written; a full disk is errno ENOSPC, "no space left on device
+        while writing <path>" (every rank at the start and for checkpoints; rank 0 for
+        metrics.jsonl, summary.json and curves.png).
     """
     rank, world = comm.init()
     out_dir = Path(cfg.train.out_dir)
-    if rank == 0:
-        out_dir.mkdir(parents=True, exist_ok=True)
+    on_rank0(lambda: _prepare_out_dir(cfg), rank, "prepare_out_dir")
     part_config = prepare_partitions(cfg, rank, world)
-    data = load_partition_data(part_config)        # read once: evaluation and sampling
+    with health.busy("loading its partition"):   # DGL's readers hold Python's lock
+        data = load_partition_data(part_config)    # read once: evaluation and sampling
     batch, in_dim, num_classes = _build_batch(cfg, data)
     num_train = float(_global([float(batch.masks["train"].sum())])[0])
     if num_train == 0:
@@ -154,7 +216,7 @@ def run(cfg: Config) -> dict:
         start, best = checkpoint.load(out_dir, cfg, model, optimizer, rank, world)
     else:
         torch.manual_seed(cfg.train.seed * 1000 + rank)   # this rank's dropout stream
-    log = MetricsLog(out_dir, start) if rank == 0 else None
+    metrics = on_rank0(lambda: MetricsLog(out_dir, start), rank, "open_metrics")
 
     begin = time.time()
     bar = tqdm(range(start, cfg.train.epochs), disable=rank != 0, desc="train",
@@ -162,11 +224,12 @@ def run(cfg: Config) -> dict:
     for epoch in bar:
         sent_before = comm.traffic.total()["sent"]
         tick = time.perf_counter()
+        guard = None if cfg.train.allow_nonfinite else epoch     # names a non-finite step
         # "loss": the training pass (dropout on, before the step); evaluation adds
         # "{split}_loss" / "{split}_acc" from a separate pass after the step
         row = {"epoch": epoch,
-               "loss": _sampled_epoch(model, optimizer, loader) if loader is not None
-               else _train_step(model, optimizer, batch, num_train),
+               "loss": _sampled_epoch(model, optimizer, loader, guard) if loader is not None
+               else _train_step(model, optimizer, batch, num_train, guard),
                "train_time": time.perf_counter() - tick}       # without the evaluation
         if (epoch + 1) % cfg.train.eval_every == 0 or epoch + 1 == cfg.train.epochs:
             row.update(_evaluate(model, batch))
@@ -177,7 +240,7 @@ def run(cfg: Config) -> dict:
         row["bytes_sent"] = float(_global([comm.traffic.total()["sent"] - sent_before])[0])
         row["peak_rss_mib"] = _gather(_peak_rss_mib())
         if rank == 0:
-            log.append(row)
+            metrics.append(row)
             bar.set_postfix(loss=f"{row['loss']:.4f}",
                             val_acc=f"{row.get('val_acc', float('nan')):.3f}",
                             epoch_s=f"{row['epoch_time']:.2f}")
@@ -190,8 +253,8 @@ def run(cfg: Config) -> dict:
                "config": cfg.model_dump()}
     if rank == 0:
         write_summary(out_dir, summary)
-        if log.rows:
-            plot_curves(out_dir, log.rows)
+        if metrics.rows:
+            plot_curves(out_dir, metrics.rows)
         print(f"{cfg.model.type}: test accuracy {best['test_acc']:.4f} at the best "
               f"validation epoch {best['epoch']} (chance {1 / num_classes:.3f}); outputs in "
               f"{out_dir}/ (metrics.jsonl, summary.json, curves.png)", flush=True)
