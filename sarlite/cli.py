@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import subprocess
 import sys
 import time
 
@@ -69,16 +68,28 @@ def _partition(args: argparse.Namespace) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from .launch import LaunchSpec, launch
+    if args.master_port is None:
+        args.master_port = 29500 if args.nnodes > 1 else 0
     from .train.config import load_config
     from .train.partitions import check_world_size
+    spec = LaunchSpec(nproc=args.nproc, nnodes=args.nnodes, node_rank=args.node_rank,
+                      master_addr=args.master_addr, master_port=args.master_port)
     cfg = load_config(args.config, args.set)        # fail fast, before starting workers
-    check_world_size(cfg, args.nproc)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc_per_node={args.nproc}", "-m", "sarlite.train"]
-    cmd += (["--config", args.config] if args.config else []) + \
+    check_world_size(cfg, spec.world_size)
+    interface = None
+    if spec.nnodes > 1:
+        from .comm.launchenv import route_interface
+        interface = route_interface(spec.master_addr)
+    worker_args = (["--config", args.config] if args.config else []) + \
         (["--set", *args.set] if args.set else [])
-    print(f"launching {args.nproc} workers: {' '.join(cmd[1:])}", flush=True)
-    return subprocess.call(cmd)
+    where = (f" on host {spec.node_rank} of {spec.nnodes} (ranks "
+             f"{spec.node_rank * spec.nproc}-{(spec.node_rank + 1) * spec.nproc - 1} of "
+             f"{spec.world_size}; master {spec.master_addr}:{spec.master_port}"
+             f"{f', interface {interface}' if interface else ''})" if spec.nnodes > 1 else "")
+    print(f"launching {spec.nproc} workers{where}: python -m sarlite.train "
+          f"{' '.join(worker_args)}", flush=True)
+    return launch(spec, worker_args, interface)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -118,13 +129,32 @@ def build_parser() -> argparse.ArgumentParser:
     from .train.config import fields_help
     train = commands.add_parser(
         "train", help="train a GNN on N local torchrun workers from a YAML config",
-        description="Train a GNN on the whole graph with N torchrun workers on this "
-                    "machine (one partition each). Equivalent to: torchrun "
-                    "--nproc_per_node=N -m sarlite.train --config X [--set ...]",
+        description="Train a GNN on the whole graph with --nproc workers on this machine "
+                    "(one partition each), or on --nnodes machines: run the same command "
+                    "on each with its --node-rank and the address of node 0 as "
+                    "--master-addr. The workers are torchrun-style (the same as torchrun "
+                    "--nproc_per_node=N -m sarlite.train --config X [--set ...]); they "
+                    "stop together, on a failure or a signal, and no partitions need a "
+                    "shared filesystem.",
         epilog=fields_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     train.add_argument("--config", default=None, help="YAML config file")
     train.add_argument("--nproc", type=int, default=2,
-                       help="number of workers = partitions (default 2)")
+                       help="workers on this machine (default 2); partitions = workers on "
+                            "all machines")
+    hosts = train.add_argument_group(
+        "several machines", "run the same command on every machine; only --node-rank "
+        "differs. The network interface that routes to --master-addr is used unless "
+        "GLOO_SOCKET_IFNAME is set")
+    hosts.add_argument("--nnodes", type=int, default=1, help="number of machines (default 1)")
+    hosts.add_argument("--node-rank", type=int, default=0,
+                       help="this machine's index in [0, nnodes) (default 0); node 0 hosts "
+                            "rank 0, the rendezvous and the outputs")
+    hosts.add_argument("--master-addr", default="127.0.0.1",
+                       help="address of node 0, reachable from every machine (default "
+                            "127.0.0.1)")
+    hosts.add_argument("--master-port", type=int, default=None,
+                       help="free TCP port on node 0 (default: any free port with one "
+                            "machine, 29500 with several)")
     train.add_argument("--set", nargs="+", action="extend", default=[], metavar="SECTION.KEY=VALUE",
                        help="override config fields, e.g. --set model.hidden=128")
     train.set_defaults(run=_train)
@@ -137,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("sarlite").setLevel(logging.INFO)   # progress of long steps
     try:
         return args.run(args) or 0
-    except (ValueError, FileNotFoundError, NotADirectoryError, NotImplementedError) as err:
+    except (ValueError, OSError, NotImplementedError) as err:
         print(f"sarlite {args.command}: error: {err}", file=sys.stderr)
         return 2
 

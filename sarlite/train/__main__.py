@@ -1,15 +1,30 @@
 """Entry point of every torchrun worker: ``python -m sarlite.train --config X.yaml``.
 
-Errors the user can fix are printed once, by rank 0, and every rank exits with status 2.
+A failure on any rank reaches the user once: the rank that fails first prints one line
+(``sarlite train: error (rank R): ...``), the others leave quietly with the same exit
+status (see :mod:`sarlite.comm.health`). Status 2: an error the user can fix (config,
+data, files, non-finite values); 1: a bug (its traceback is printed); 3: a frozen peer.
+A worker dies with its parent (the launcher), also when the parent is killed with -9.
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
+import json
 import os
+import signal
 import sys
+import time
+import traceback
 
-from ..comm import CollectiveError, finalize
+import torch.distributed as dist
+
+from .. import comm
+from ..comm import CollectiveError, finalize, health
 from .config import ConfigError, fields_help, load_config
+
+USER_ERRORS = (ConfigError, ValueError, OSError, NotImplementedError)
+_PR_SET_PDEATHSIG = 1
 
 
 def parser() -> argparse.ArgumentParser:
@@ -26,17 +41,73 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent (torchrun, ``sarlite train``)
+    dies, however it dies. torchrun starts workers in sessions of their own, so a signal
+    to the launcher's process group does not reach them otherwise."""
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):            # not Linux: nothing to ask
+        return
+    if os.getppid() != parent:                   # the parent died before we asked
+        os._exit(1)
+
+
+def _torchrun_error_file(message: str) -> None:
+    """Leave ``message`` where torchrun's error summary looks for it (its
+    ``TORCHELASTIC_ERROR_FILE``), so it names this rank and cause as the root cause."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    record = {"message": {"message": message, "extraInfo": {
+        "py_callstack": message, "timestamp": str(int(time.time()))}}}
+    try:
+        with open(path, "w") as f:
+            json.dump(record, f)
+    except OSError:
+        pass
+
+
+def _fail(rank: int, code: int, message: str, detail: str = "") -> None:
+    """Report this rank's failure once for the whole run, then end the process."""
+    first = health.report_failure(message, code, rank)
+    if first:
+        print(f"{detail}sarlite train: error (rank {rank}): {message}", file=sys.stderr,
+              flush=True)
+        _torchrun_error_file(f"rank {rank}: {message}")
+    health.leave(first)
+    health.exit_now(code)          # no teardown: peers may be gone already
+
+
+def _secondary(rank: int, err: CollectiveError) -> None:
+    """A collective failed because another rank failed or died: stay quiet if that rank
+    reported its failure, else report this one."""
+    other = health.failure_elsewhere(rank, wait=3.0)
+    if other is not None:
+        health.leave(False)
+        health.exit_now(other.code)
+    _fail(rank, 2, str(err))
+
+
+def _rank() -> int:
+    return comm.rank() if dist.is_initialized() else int(os.environ.get("RANK", "0"))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    rank = int(os.environ.get("RANK", "0"))
+    die_with_parent()
     from .loop import run
     try:
         run(load_config(args.config, args.set))
-    except (ConfigError, CollectiveError, ValueError, FileNotFoundError,
-            NotImplementedError) as err:
-        if rank == 0 or isinstance(err, CollectiveError):
-            print(f"sarlite train: error (rank {rank}): {err}", file=sys.stderr, flush=True)
-        return 2                 # exit without teardown: peers may be gone already
+    except CollectiveError as err:
+        _secondary(_rank(), err)
+    except USER_ERRORS as err:
+        _fail(_rank(), 2, str(err))
+    except Exception as err:  # a bug: its traceback goes with the one line
+        _fail(_rank(), 1, f"unexpected {type(err).__name__}: {err}",
+              detail=traceback.format_exc())
     finalize()
     return 0
 
