@@ -4,7 +4,9 @@
 
 1. ``--runs`` tiny ``sarlite train`` runs (2 workers, 3 epochs) one after another; a run
    that has not exited 60 s after it started counts as a hang (its processes are killed).
-2. For each way of stopping a run (SIGTERM, SIGINT and ``kill -9`` to ``sarlite
+2. ``--kills`` runs in which a random worker gets ``kill -9`` at a random moment of
+   training (checkpoints included): processes left, tracebacks, lines printed.
+3. For each way of stopping a run (SIGTERM, SIGINT and ``kill -9`` to ``sarlite
    train``; ``kill -9`` to a plain torchrun's process group; ``kill -9`` and SIGSTOP to
    one worker), the seconds from the signal until no process of the run is left.
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -152,8 +155,9 @@ def exit_runs(directory: Path, runs: int, limit: float = 60) -> dict:
     for i in range(runs):
         run = start_train(config)
         try:
-            code = run.proc.wait(timeout=limit)
-            status = "ok" if code == 0 else f"failed ({code})"
+            _, err = run.proc.communicate(timeout=limit)
+            code = run.proc.returncode
+            status = "ok" if code == 0 else f"failed ({code}): {err[-2000:]}"
             failures += code != 0
             seconds.append(time.monotonic() - run.started)
         except subprocess.TimeoutExpired:
@@ -210,38 +214,99 @@ def stop_worker(directory: Path, sig: int, heartbeat: float = 10) -> tuple[float
         run.kill_all()
 
 
+def random_kills(directory: Path, kills: int, seed: int = 0) -> dict:
+    """``kills`` runs (checkpointing every 5 epochs), each with ``kill -9`` of a random
+    worker at a random moment of training; what the user saw each time."""
+    rng = random.Random(seed)
+    config = write_config(directory, epochs=100_000)
+    config.write_text(config.read_text().replace("eval_every: 1", "eval_every: 1, "
+                                                 "checkpoint_every: 5, overwrite: true"))
+    seconds, tracebacks, not_one_line = [], 0, 0
+    for i in range(kills):
+        run = start_train(config)
+        try:
+            wait_training(run, directory / "run" / "metrics.jsonl", 2)
+            time.sleep(rng.uniform(0, 2))
+            since = time.monotonic()
+            workers(run)[rng.randrange(2)].send_signal(signal.SIGKILL)
+            gone = seconds_until_gone(run, since)
+            _, err = run.output() if gone is not None else ("", "")
+        finally:
+            run.kill_all()
+        seconds.append(gone)
+        lines = [line for line in err.splitlines() if "error" in line or "killed" in line]
+        tracebacks += "Traceback" in err
+        not_one_line += len(lines) != 1
+        print(f"  kill {i + 1}/{kills}: {gone if gone is None else round(gone, 1)} s, "
+              f"{len(lines)} line(s){', traceback' if 'Traceback' in err else ''}",
+              flush=True)
+    done = [s for s in seconds if s is not None]
+    return {"kills": kills, "left_alive": kills - len(done), "tracebacks": tracebacks,
+            "not_one_line": not_one_line, "max_s": max(done) if done else None}
+
+
+def stops(work: Path) -> dict:
+    """Seconds until no process is left, for each way of stopping a run."""
+    result = {}
+    for how in ("SIGTERM", "SIGINT", "SIGKILL"):
+        result[f"{how} to sarlite train"] = stop_launcher(work / how, how)
+    result["kill -9 to torchrun's process group"] = kill_torchrun_group(work / "torchrun")
+    result["kill -9 to worker rank 1"] = stop_worker(work / "kill-worker", signal.SIGKILL)[0]
+    result["SIGSTOP to worker rank 1 (heartbeat 10 s)"] = stop_worker(
+        work / "stop-worker", signal.SIGSTOP)[0]
+    return result
+
+
+def report(result: dict) -> str:
+    """``faults.md``: the figures of ``result``."""
+    lines = [f"# Faults ({result['date']}, {result['cores']} cores)", ""]
+    if "exit" in result:
+        e = result["exit"]
+        lines += [f"Exit test: {e['hangs']} hangs and {e['failures']} failures in "
+                  f"{e['runs']} tiny 2-worker runs (median {e['median_s']:.1f} s, max "
+                  f"{e['max_s']:.1f} s from start to exit).", ""]
+    if "kills" in result:
+        k = result["kills"]
+        lines += [f"Random kills: `kill -9` of a random worker at a random moment of "
+                  f"training, {k['kills']} times: {k['left_alive']} runs left a process "
+                  f"alive, {k['tracebacks']} printed a traceback, {k['not_one_line']} did "
+                  f"not print exactly one line; the slowest ended {k['max_s']:.1f} s after "
+                  f"the kill.", ""]
+    if "seconds_to_exit" in result:
+        lines += ["| how the run was stopped | seconds until no process is left |",
+                  "|---|---|"]
+        lines += [f"| {k} | {'still alive' if v is None else f'{v:.1f}'} |"
+                  for k, v in result["seconds_to_exit"].items()]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.faults",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=50, help="tiny runs for the exit test")
+    parser.add_argument("--runs", type=int, default=50,
+                        help="tiny runs for the exit test (0: keep the last result)")
+    parser.add_argument("--kills", type=int, default=16,
+                        help="runs killed at random moments (0: keep the last result)")
     parser.add_argument("--out", default="benchmarks/results/faults",
                         help="directory of faults.json and faults.md")
     parser.add_argument("--work", default="out/faults", help="scratch directory")
     args = parser.parse_args(argv)
-    work = Path(args.work)
-    print(f"{args.runs} tiny runs ...", flush=True)
-    result = {"exit": exit_runs(work / "exit", args.runs)}
-    stops = {}
-    for how in ("SIGTERM", "SIGINT", "SIGKILL"):
-        stops[f"{how} to sarlite train"] = stop_launcher(work / how, how)
-    stops["kill -9 to torchrun's process group"] = kill_torchrun_group(work / "torchrun")
-    for name, sig in (("kill -9 to worker rank 1", signal.SIGKILL),
-                      ("SIGSTOP to worker rank 1 (heartbeat 10 s)", signal.SIGSTOP)):
-        stops[name] = stop_worker(work / name.split()[0], sig)[0]
-    result["seconds_to_exit"] = stops
-    out = Path(args.out)
+    work, out = Path(args.work), Path(args.out)
+    path = out / "faults.json"
+    result = json.loads(path.read_text()) if path.is_file() else {}
+    if args.runs:
+        print(f"{args.runs} tiny runs ...", flush=True)
+        result["exit"] = exit_runs(work / "exit", args.runs)
+    if args.kills:
+        print(f"{args.kills} random kills ...", flush=True)
+        result["kills"] = random_kills(work / "kills", args.kills)
+    print("stopping runs each way ...", flush=True)
+    result["seconds_to_exit"] = stops(work)
+    result.update(date=time.strftime("%Y-%m-%d"), cores=os.cpu_count())
     out.mkdir(parents=True, exist_ok=True)
-    (out / "faults.json").write_text(json.dumps(result, indent=2))
-    lines = [f"# Faults ({time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores)", "",
-             f"Exit test: {result['exit']['hangs']} hangs and {result['exit']['failures']} "
-             f"failures in {args.runs} tiny 2-worker runs (median "
-             f"{result['exit']['median_s']:.1f} s, max {result['exit']['max_s']:.1f} s).",
-             "", "| how the run was stopped | seconds until no process is left |",
-             "|---|---|"]
-    lines += [f"| {k} | {'still alive' if v is None else f'{v:.1f}'} |"
-              for k, v in stops.items()]
-    (out / "faults.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    path.write_text(json.dumps(result, indent=2))
+    (out / "faults.md").write_text(report(result))
+    print(report(result))
     return 0
 
 

@@ -1,10 +1,10 @@
 """Run health over the rendezvous store, beside (never inside) the data collectives.
 
 Two things go through the key-value store that every torchrun-style launch already has
-(``MASTER_ADDR:MASTER_PORT``), on a connection of their own:
+(``MASTER_ADDR:MASTER_PORT``), on connections of their own:
 
 * **The run's first failure.** A rank that fails records one message with
-  :func:`record_failure`; only the first record is kept, so exactly one rank prints it
+  :func:`report_failure`; only the first record is kept, so exactly one rank prints it
   (:func:`report_failure`). Every other rank's :class:`Monitor` sees the record within
   one heartbeat interval and leaves quietly with the same exit status, also when it is
   blocked in a collective with the rank that failed.
@@ -23,6 +23,7 @@ before it exits itself (:func:`leave`).
 """
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import threading
@@ -34,7 +35,6 @@ from datetime import timedelta
 import torch.distributed as dist
 
 DEFAULT_DEADLINE = float(os.environ.get("SARLITE_HEARTBEAT_TIMEOUT", "60"))
-_NONE = "\x00none"                      # compare_set's answer for a key that is not there
 
 
 @dataclass(frozen=True)
@@ -98,9 +98,9 @@ class Monitor:
         return _record(self._main, self._prefix, failure)
 
     def failure(self, store=None) -> Failure | None:
-        """The recorded failure, if any (does not block)."""
-        raw = (store or self._main).compare_set(self._key("failure"), _NONE, _NONE)
-        return None if raw.decode(errors="replace") == _NONE else Failure.decode(raw)
+        """The recorded failure, if any (does not block, but for the moment between the
+        first recorder's count and its message)."""
+        return _recorded(store or self._main, self._prefix)
 
     def leave(self, wait_for_peers: float) -> None:
         """Mark this rank as gone; then wait up to ``wait_for_peers`` seconds for the other
@@ -192,8 +192,23 @@ class Monitor:
         exit_now(failure.code)
 
 
+# Only add, set and get touch the store: torch 2.2's Store.compare_set builds its Python
+# result without holding the GIL, which corrupts memory when another thread runs Python
+# (measured: a segfault within 25 s of a thread calling it in a loop).
+
 def _record(store, prefix: str, failure: Failure) -> Failure:
-    return Failure.decode(store.compare_set(prefix + "failure", "", failure.encode()))
+    """Record ``failure`` unless one is recorded; the recorded one. The first to bump the
+    failure count writes the message."""
+    if store.add(prefix + "failures", 1) == 1:
+        store.set(prefix + "failure", failure.encode())
+        return failure
+    return Failure.decode(store.get(prefix + "failure"))
+
+
+def _recorded(store, prefix: str) -> Failure | None:
+    if store.add(prefix + "failures", 0) == 0:
+        return None
+    return Failure.decode(store.get(prefix + "failure"))
 
 
 def record_at(host: str, port: int, failure: Failure, attempt: str = "0") -> bool:
@@ -218,6 +233,10 @@ def start(host: str, port: int, rank: int, world_size: int,
     if world_size > 1 and deadline > 0:
         attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
         _monitor = Monitor(host, port, rank, world_size, deadline, attempt)
+        # a daemon thread caught inside a store call when Python finalizes is killed
+        # there, and takes the process down with it: stop it first (once per process)
+        atexit.unregister(stop)
+        atexit.register(stop)
 
 
 def stop() -> None:
