@@ -37,12 +37,12 @@ _CYCLES = textwrap.dedent("""
 """)
 
 
-def test_finalize_never_deadlocks_in_150_init_finalize_cycles():
+def test_finalize_never_deadlocks_in_100_init_finalize_cycles():
     # torch 2.2's gloo destructor deadlocked in about 1 of 30 teardowns before the fix
     # (in fewer than 50 cycles of this loop, twice in two tries)
     store = TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False)
     procs = [subprocess.Popen([sys.executable, "-c", _CYCLES, str(rank), str(store.port),
-                               "150"],
+                               "100"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for rank in range(2)]
     try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import pickle
+import time
 
 import torch
 import torch.distributed as dist
@@ -27,6 +28,7 @@ from . import health, traffic
 from .context import comm_device, rank, world_size
 from .errors import disagreement, guarded
 
+_GLOO_SETTLE = 0.1          # seconds; see finalize
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
 
@@ -205,7 +207,11 @@ def finalize() -> None:
     until the process exits, and never destroyed: torch 2.2's ``~ProcessGroupGloo`` joins
     its worker threads while holding Python's lock, and deadlocks when a worker thread
     still has to free a tensor of the last collective (measured: about 1 in 30 training
-    runs hung at exit). The threads are idle by then and end with the process.
+    runs hung at exit). The threads end with the process. This rank then sleeps 0.1 s,
+    without the GIL, so that a gloo thread still freeing the last collective's tensors can
+    finish: one caught doing so when Python finalizes aborts the process. (The training
+    app also ends its workers with ``os._exit`` after ``finalize``, which closes that
+    window completely.)
 
     Raises
     ------
@@ -218,6 +224,7 @@ def finalize() -> None:
     health.stop()
     if dist.get_backend() == "gloo":
         _keep_until_exit(dist.group.WORLD)
+        time.sleep(_GLOO_SETTLE)
     dist.destroy_process_group()
 
 

@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         _fail(_rank(), 1, f"unexpected {type(err).__name__}: {err}",
               detail=traceback.format_exc())
     finalize()
+    health.exit_now(0)       # not through Python's finalization: see exit_now
     return 0
 
 
