@@ -37,8 +37,10 @@ train: {{epochs: {epochs}, eval_every: 1, out_dir: {out}}}
 
 
 def write_config(directory: Path, epochs: int, parts: Path | None = None) -> Path:
-    """A tiny training config in ``directory`` (outputs in ``directory/run``)."""
+    """A tiny training config in ``directory`` (outputs in ``directory/run``, where an
+    earlier run's metrics are removed: :func:`wait_training` waits for this run's)."""
     directory.mkdir(parents=True, exist_ok=True)
+    (directory / "run" / "metrics.jsonl").unlink(missing_ok=True)
     path = directory / "tiny.yaml"
     path.write_text(TINY.format(parts=parts or directory / "parts", epochs=epochs,
                                 out=directory / "run"))
@@ -218,11 +220,11 @@ def random_kills(directory: Path, kills: int, seed: int = 0) -> dict:
     """``kills`` runs (checkpointing every 5 epochs), each with ``kill -9`` of a random
     worker at a random moment of training; what the user saw each time."""
     rng = random.Random(seed)
-    config = write_config(directory, epochs=100_000)
-    config.write_text(config.read_text().replace("eval_every: 1", "eval_every: 1, "
-                                                 "checkpoint_every: 5, overwrite: true"))
     seconds, tracebacks, not_one_line = [], 0, 0
     for i in range(kills):
+        config = write_config(directory, epochs=100_000)
+        config.write_text(config.read_text().replace("eval_every: 1", "eval_every: 1, "
+                                                     "checkpoint_every: 5, overwrite: true"))
         run = start_train(config)
         try:
             wait_training(run, directory / "run" / "metrics.jsonl", 2)

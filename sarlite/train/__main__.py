@@ -44,15 +44,31 @@ def parser() -> argparse.ArgumentParser:
 def die_with_parent() -> None:
     """Ask Linux to SIGKILL this process when its parent (torchrun, ``sarlite train``)
     dies, however it dies. torchrun starts workers in sessions of their own, so a signal
-    to the launcher's process group does not reach them otherwise."""
+    to the launcher's process group does not reach them otherwise. A worker whose parent
+    died while it was still importing (before this call) has been handed to init; it
+    exits at once."""
     parent = os.getppid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):            # not Linux: nothing to ask
         return
-    if os.getppid() != parent:                   # the parent died before we asked
+    if os.getppid() != parent or _orphaned(parent):
         os._exit(1)
+
+
+def _orphaned(parent: int) -> bool:
+    """Whether ``parent`` is init standing in for a launcher that died (and not a
+    launcher that is itself process 1, as in a container)."""
+    if parent != 1:
+        return False
+    try:
+        with open("/proc/1/cmdline", "rb") as f:
+            init = f.read().replace(b"\0", b" ")
+    except OSError:
+        return False
+    return not any(name in init for name in (b"torch.distributed.run", b"torchrun",
+                                             b"sarlite"))
 
 
 def _torchrun_error_file(message: str) -> None:
