@@ -97,11 +97,20 @@ def _host_store(spec: LaunchSpec):
                       f"store: {err}") from None
 
 
+def kill_me_with_parent() -> bool:
+    """Ask Linux to SIGKILL this process when its parent dies, however it dies
+    (``PR_SET_PDEATHSIG``); ``False`` where that cannot be asked (not Linux)."""
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)      # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
 def _die_with_launcher(parent: int):
     """``preexec_fn`` of each worker: SIGKILL when the launcher dies."""
     def arm() -> None:
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)      # PR_SET_PDEATHSIG
-        if os.getppid() != parent:
+        if kill_me_with_parent() and os.getppid() != parent:
             os._exit(1)
     return arm
 

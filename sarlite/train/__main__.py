@@ -9,10 +9,8 @@ A worker dies with its parent (the launcher), also when the parent is killed wit
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
-import signal
 import sys
 import time
 import traceback
@@ -21,10 +19,10 @@ import torch.distributed as dist
 
 from .. import comm
 from ..comm import CollectiveError, finalize, health
+from ..launch import kill_me_with_parent
 from .config import ConfigError, fields_help, load_config
 
 USER_ERRORS = (ConfigError, ValueError, OSError, NotImplementedError)
-_PR_SET_PDEATHSIG = 1
 
 
 def parser() -> argparse.ArgumentParser:
@@ -48,10 +46,7 @@ def die_with_parent() -> None:
     died while it was still importing (before this call) has been handed to init; it
     exits at once."""
     parent = os.getppid()
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):            # not Linux: nothing to ask
+    if not kill_me_with_parent():                # not Linux: nothing to ask
         return
     if os.getppid() != parent or _orphaned(parent):
         os._exit(1)
