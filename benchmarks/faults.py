@@ -138,6 +138,11 @@ def _cmdline(proc: psutil.Process) -> list[str]:
         return []
 
 
+def error_lines(err: str) -> list[str]:
+    """The lines of a run's stderr that report a failure (an error or a killed worker)."""
+    return [line for line in err.splitlines() if "error" in line or "killed" in line]
+
+
 def seconds_until_gone(run: Run, since: float, timeout: float = 90) -> float | None:
     """Seconds from ``since`` until no process of the run is alive (``None``: still
     alive after ``timeout``)."""
@@ -236,7 +241,7 @@ def random_kills(directory: Path, kills: int, seed: int = 0) -> dict:
         finally:
             run.kill_all()
         seconds.append(gone)
-        lines = [line for line in err.splitlines() if "error" in line or "killed" in line]
+        lines = error_lines(err)
         tracebacks += "Traceback" in err
         not_one_line += len(lines) != 1
         print(f"  kill {i + 1}/{kills}: {gone if gone is None else round(gone, 1)} s, "

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from benchmarks.faults import (exit_runs, kill_torchrun_group, start_train, stop_launcher,
-                               stop_worker, write_config)
+from benchmarks.faults import (error_lines, exit_runs, kill_torchrun_group, start_train,
+                               stop_launcher, stop_worker, write_config)
 from torch.distributed import TCPStore
 
 # -- exit ------------------------------------------------------------------------------
@@ -72,23 +72,19 @@ def test_kill_9_of_torchruns_process_group_leaves_no_worker(tmp_path):
     assert seconds is not None and seconds < 15
 
 
-def _error_lines(err: str) -> list[str]:
-    return [line for line in err.splitlines() if "error" in line or "killed" in line]
-
-
 def test_killed_worker_is_one_line_naming_it_and_the_run_ends(tmp_path):
     seconds, err, code = stop_worker(tmp_path, signal.SIGKILL)
     assert seconds is not None and seconds < 15
     assert code == 128 + signal.SIGKILL
-    assert _error_lines(err) == [line for line in err.splitlines()
+    assert error_lines(err) == [line for line in err.splitlines()
                                  if "worker rank 1" in line and "SIGKILL" in line], err
-    assert len(_error_lines(err)) == 1 and "Traceback" not in err, err
+    assert len(error_lines(err)) == 1 and "Traceback" not in err, err
 
 
 def test_frozen_worker_is_named_within_the_heartbeat_deadline(tmp_path):
     seconds, err, code = stop_worker(tmp_path, signal.SIGSTOP, heartbeat=4)
     assert seconds is not None and seconds < 30, "the frozen run was not ended"
-    lines = _error_lines(err)
+    lines = error_lines(err)
     assert len(lines) == 1 and "rank 1 sent no heartbeat" in lines[0], err
     assert code == 3 and "Traceback" not in err
 
@@ -118,7 +114,7 @@ def test_corrupt_partition_file_on_rank_3_is_one_line_naming_rank_and_file(tmp_p
     graph = tmp_path / "parts" / "part3" / "graph.dgl"
     graph.write_bytes(b"\0" * graph.stat().st_size)     # same size: not re-sent
     code, err, left = _run_to_end(config, nproc=4)
-    lines = _error_lines(err)
+    lines = error_lines(err)
     assert len(lines) == 1, err
     assert lines[0].startswith("sarlite train: error (rank 3): ") and str(graph) in lines[0]
     assert code == 2 and "Traceback" not in err and not left
@@ -129,5 +125,5 @@ def test_error_reported_on_every_rank_is_printed_once_and_no_worker_is_left(tmp_
     (tmp_path / "run").mkdir(parents=True)
     (tmp_path / "run" / "checkpoint.pt").write_bytes(b"not ours")
     code, err, left = _run_to_end(config)
-    assert code == 2 and len(_error_lines(err)) == 1 and "checkpoint.pt" in err, err
+    assert code == 2 and len(error_lines(err)) == 1 and "checkpoint.pt" in err, err
     assert not left
