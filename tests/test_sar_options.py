@@ -49,7 +49,7 @@ def test_pipeline_depth_and_mode_keep_results_exact(tmp_path, mode, depth):
 
 def test_unknown_mode_is_rejected():
     with pytest.raises(ValueError, match="unknown mode 'fast'"):
-        sarlite.core.config.check_mode("fast")
+        sarlite.core.options.check_mode("fast")
 
 
 def _sage_on(rank, world, config, state):
@@ -77,3 +77,87 @@ def test_engine_runs_on_partitions_written_by_dgl_with_their_edge_features(tmp_p
                                rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(torch.cat([r[1] for r in results]), x.grad[orig],
                                rtol=1e-4, atol=1e-5)
+
+
+def _rows_per_call(record):
+    """Wrap all_to_all_single in this worker so that ``record`` gets the largest split
+    size (rows per peer) of every call made with split sizes."""
+    import torch.distributed as dist
+    inner = dist.all_to_all_single
+
+    def counted(output, input, output_split_sizes=None, input_split_sizes=None, **kw):
+        if output_split_sizes is not None:
+            record.append(max(list(output_split_sizes) + list(input_split_sizes)))
+        return inner(output, input, output_split_sizes, input_split_sizes, **kw)
+    return counted
+
+
+def _gat_bounded(rank, world, config, state, mode, max_rows):
+    import torch.distributed as dist
+    sarlite.install_dgl_dispatch()
+    data = sarlite.load_partition_data(config)
+    g = sarlite.construct_full_graph(data, mode=mode, max_collective_rows=max_rows)
+    conv = dglnn.GATConv(4, 3, num_heads=2, allow_zero_in_degree=True)
+    conv.load_state_dict(state)
+    x = data.node_features["feat"].clone().requires_grad_()
+    sizes = []
+    dist.all_to_all_single = _rows_per_call(sizes)
+    out = conv(g, x)
+    out.sum().backward()
+    sarlite.all_reduce_gradients(conv)
+    return out.detach(), x.grad, conv.fc.weight.grad, sizes
+
+
+@pytest.mark.parametrize("mode", ["sar", "sa", "one-shot"])
+def test_max_collective_rows_bounds_every_call_and_keeps_results_exact(tmp_path, mode):
+    g = random_graph(num_nodes=50, num_edges=250)
+    orig, _ = sarlite.partition_graph(g, "g", 3, tmp_path, return_mapping=True)
+    conv, out, xgrad = _reference(g)
+    results = spawn(_gat_bounded, 3, str(tmp_path / "g.json"), conv.state_dict(), mode, 2,
+                    timeout=120)
+    torch.testing.assert_close(torch.cat([r[0] for r in results]), out[orig],
+                               rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(torch.cat([r[1] for r in results]), xgrad[orig],
+                               rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(results[0][2], conv.fc.weight.grad, rtol=1e-4, atol=1e-5)
+    sizes = [s for r in results for s in r[3]]
+    assert len(sizes) > 6 and max(sizes) <= 2        # many calls, none above the bound
+
+
+def _options_asked(rank, world, config, state):
+    data = sarlite.load_partition_data(config)
+    asked = []
+
+    def options():
+        asked.append(len(asked))
+        mode = "sar" if len(asked) % 2 else "sa"
+        return sarlite.core.EngineOptions(mode, len(asked) % 3, 1 + len(asked) % 4)
+    g = sarlite.construct_full_graph(data, options=options)
+    conv = dglnn.SAGEConv(4, 3, "mean")
+    conv.load_state_dict(state)
+    x = data.node_features["feat"].clone().requires_grad_()
+    out = conv(g, conv(g, x)[:, :1].repeat(1, 4))
+    out.sum().backward()
+    return out.detach(), x.grad, len(asked)
+
+
+def test_an_options_callable_is_asked_at_every_call_and_results_stay_exact(tmp_path):
+    g = random_graph(num_nodes=50, num_edges=250)
+    orig, _ = sarlite.partition_graph(g, "g", 3, tmp_path, return_mapping=True)
+    torch.manual_seed(0)
+    conv = dglnn.SAGEConv(4, 3, "mean")
+    x = g.ndata["feat"].clone().requires_grad_()
+    out = conv(g, conv(g, x)[:, :1].repeat(1, 4))
+    out.sum().backward()
+    results = spawn(_options_asked, 3, str(tmp_path / "g.json"), conv.state_dict(),
+                    timeout=120)
+    torch.testing.assert_close(torch.cat([r[0] for r in results]), out[orig].detach(),
+                               rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(torch.cat([r[1] for r in results]), x.grad[orig],
+                               rtol=1e-4, atol=1e-5)
+    assert all(r[2] >= 2 for r in results)
+
+
+def test_engine_options_reject_a_bad_row_bound():
+    with pytest.raises(ValueError, match="max_collective_rows must be a positive integer"):
+        sarlite.core.EngineOptions(max_collective_rows=0)

@@ -30,49 +30,72 @@ def _nbytes(tensor: torch.Tensor) -> int:
 class PendingRows:
     """Rows arriving from an asynchronous exchange; ``wait()`` returns them.
 
-    The receive buffer has shape ``(rows, *row_shape)`` on the caller's device.
+    The receive buffer has shape ``(rows, *row_shape)`` on the caller's device; ``works``
+    are the collective calls filling it (several when the exchange is split).
     """
 
-    def __init__(self, work, buffer: torch.Tensor, row_shape: torch.Size,
+    def __init__(self, works: list, buffer: torch.Tensor, row_shape: torch.Size,
                  device: torch.device, kind: str = ""):
         self._kind = kind
-        self._work = work
+        self._works = works
         self._buffer = buffer
         self._row_shape = row_shape
         self._device = device
 
     def wait(self) -> torch.Tensor:
-        if self._work is not None:
-            guarded(self._kind, self._work.wait)
-            self._work = None
+        for work in self._works:
+            guarded(self._kind, work.wait)
+        self._works = []
         rows = self._buffer.shape[0]
         return self._buffer.reshape((rows,) + tuple(self._row_shape)).to(self._device)
 
 
+def _pieces(count: int, calls: int, max_rows: int | None) -> list[tuple[int, int]]:
+    """``calls`` consecutive ``(start, rows)`` pieces of ``count`` rows, at most
+    ``max_rows`` each (all in the first piece when ``max_rows`` is None)."""
+    if max_rows is None:
+        return [(0, count)] + [(count, 0)] * (calls - 1)
+    return [(min(i * max_rows, count), max(0, min(max_rows, count - i * max_rows)))
+            for i in range(calls)]
+
+
 def ring_exchange(rows: torch.Tensor, send_to: int, num_recv: int, recv_from: int,
-                  kind: str, async_op: bool = True) -> PendingRows:
+                  kind: str, async_op: bool = True, max_rows: int | None = None,
+                  calls: int = 1) -> PendingRows:
     """Send ``rows`` to rank ``send_to`` and receive ``num_recv`` rows from ``recv_from``.
 
     One round of a ring schedule: in round ``r`` rank ``i`` sends to ``(i + r) % N`` and
     receives from ``(i - r) % N``, so every rank talks to a different peer. The received rows
     have the same trailing shape and dtype as ``rows``. Collective: all ranks call it in the
     same round. With ``async_op`` it returns at once; ``wait()`` on the result blocks.
+
+    With ``max_rows`` the exchange is ``calls`` collective calls, each moving at most
+    ``max_rows`` rows each way; every rank must pass the same ``calls``, at least
+    ``ceil(largest count of any rank in this round / max_rows)``.
     """
     me, size = rank(), world_size()
     row_shape = rows.shape[1:]
     device = rows.device
     if send_to == me:
         assert recv_from == me and num_recv == rows.shape[0]
-        return PendingRows(None, rows, row_shape, device)
+        return PendingRows([], rows, row_shape, device)
+    if max_rows is not None and max(rows.shape[0], num_recv) > calls * max_rows:
+        raise ValueError(f"ring_exchange {kind!r}: {max(rows.shape[0], num_recv)} rows do "
+                         f"not fit in {calls} calls of {max_rows}")
     flat = _as_rows(rows).to(comm_device()).contiguous()
     out = flat.new_empty((num_recv, flat.shape[1]))
-    send_sizes, recv_sizes = [0] * size, [0] * size
-    send_sizes[send_to] = flat.shape[0]
-    recv_sizes[recv_from] = num_recv
-    work = guarded(kind, lambda: dist.all_to_all_single(out, flat, recv_sizes, send_sizes,
-                                                        async_op=async_op))
+    works = []
+    for (s_start, s_rows), (r_start, r_rows) in zip(_pieces(flat.shape[0], calls, max_rows),
+                                                    _pieces(num_recv, calls, max_rows)):
+        send_sizes, recv_sizes = [0] * size, [0] * size
+        send_sizes[send_to], recv_sizes[recv_from] = s_rows, r_rows
+        send, recv = flat.narrow(0, s_start, s_rows), out.narrow(0, r_start, r_rows)
+        work = guarded(kind, lambda: dist.all_to_all_single(
+            recv, send, recv_sizes, send_sizes, async_op=async_op))
+        if async_op:
+            works.append(work)
     traffic.record(kind, _nbytes(flat), _nbytes(out))
-    return PendingRows(work if async_op else None, out, row_shape, device, kind)
+    return PendingRows(works, out, row_shape, device, kind)
 
 
 def exchange_sizes(counts: list[int] | torch.Tensor) -> list[int]:
@@ -137,12 +160,23 @@ def _exchange_headers(chunks: list[torch.Tensor], kind: str) -> list[int]:
     return [count for count, _, _ in headers]
 
 
-def all_to_all_rows(chunks: list[torch.Tensor], kind: str) -> list[torch.Tensor]:
+def _global_calls(counts: list[int], max_rows: int, kind: str) -> int:
+    """The number of calls of at most ``max_rows`` rows that every rank's largest count
+    needs: ``ceil(max / max_rows)`` over all ranks (one small all-reduce)."""
+    largest = torch.tensor([max(counts, default=0)], dtype=torch.int64, device=comm_device())
+    guarded(kind, lambda: dist.all_reduce(largest, op=dist.ReduceOp.MAX))
+    return max(1, -(-int(largest.item()) // max_rows))
+
+
+def all_to_all_rows(chunks: list[torch.Tensor], kind: str,
+                    max_rows: int | None = None) -> list[torch.Tensor]:
     """Send ``chunks[k]`` to rank ``k``; return the list of chunks received from each rank.
 
     Sizes may differ per pair; the trailing shape and dtype must be the same for every
     chunk on every rank. Collective and blocking: one header exchange (row counts, row
-    width and dtype), then one payload exchange.
+    width and dtype), then one payload exchange; with ``max_rows`` (the same on every
+    rank) the payload moves in as many calls as the largest pair needs, each carrying at
+    most ``max_rows`` rows per pair (one more small all-reduce agrees on that number).
 
     Raises
     ------
@@ -164,10 +198,34 @@ def all_to_all_rows(chunks: list[torch.Tensor], kind: str) -> list[torch.Tensor]
     recv_counts = _exchange_headers(chunks, kind)
     flat = torch.cat([_as_rows(c) for c in chunks]).to(comm_device()).contiguous()
     out = flat.new_empty((sum(recv_counts), flat.shape[1]))
-    guarded(kind, lambda: dist.all_to_all_single(out, flat, recv_counts, send_counts))
+    if max_rows is None:
+        guarded(kind, lambda: dist.all_to_all_single(out, flat, recv_counts, send_counts))
+    else:
+        _split_all_to_all(out, flat, recv_counts, send_counts,
+                          _global_calls(send_counts + recv_counts, max_rows, kind),
+                          max_rows, kind)
     me = rank()
     traffic.record(kind, _nbytes(flat) - _nbytes(_as_rows(chunks[me])),
                    out.shape[1] * out.element_size() * (sum(recv_counts) - recv_counts[me]))
     out = out.to(device)
     return [part.reshape((part.shape[0],) + tuple(row_shape))
             for part in out.split(recv_counts)]
+
+
+def _split_all_to_all(out: torch.Tensor, flat: torch.Tensor, recv_counts: list[int],
+                      send_counts: list[int], calls: int, max_rows: int, kind: str) -> None:
+    """``all_to_all_single(out, flat, recv_counts, send_counts)`` as ``calls`` calls of
+    at most ``max_rows`` rows per pair, through contiguous staging buffers."""
+    send_at = [0] + torch.tensor(send_counts).cumsum(0).tolist()[:-1]
+    recv_at = [0] + torch.tensor(recv_counts).cumsum(0).tolist()[:-1]
+    for call in range(calls):
+        send_p = [_pieces(n, calls, max_rows)[call] for n in send_counts]
+        recv_p = [_pieces(n, calls, max_rows)[call] for n in recv_counts]
+        send = torch.cat([flat.narrow(0, at + start, rows)
+                          for at, (start, rows) in zip(send_at, send_p)])
+        recv = flat.new_empty((sum(rows for _, rows in recv_p), flat.shape[1]))
+        guarded(kind, lambda: dist.all_to_all_single(
+            recv, send, [rows for _, rows in recv_p], [rows for _, rows in send_p]))
+        for at, (start, rows), piece in zip(recv_at, recv_p,
+                                            recv.split([rows for _, rows in recv_p])):
+            out.narrow(0, at + start, rows).copy_(piece)

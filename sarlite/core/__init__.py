@@ -7,9 +7,11 @@ from .dispatch import (edge_softmax, install_dgl_dispatch, uninstall_dgl_dispatc
 from .graph_view import ShardedGraphBase
 from .manager import GraphShardManager
 from .message import message_has_parameters
+from .options import EngineOptions
 from .shards import GraphShard
 
-__all__ = ["DistributedBatchNorm1d", "DistributedBlock", "GraphShard", "GraphShardManager",
+__all__ = ["DistributedBatchNorm1d", "DistributedBlock", "EngineOptions", "GraphShard",
+           "GraphShardManager",
            "PartitionData", "ShardEdges", "ShardedGraphBase", "construct_full_graph",
            "construct_mfgs", "edge_softmax", "install_dgl_dispatch", "load_partition_data",
            "message_has_parameters", "uninstall_dgl_dispatch"]

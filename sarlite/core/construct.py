@@ -4,30 +4,35 @@ from __future__ import annotations
 import torch
 
 from ..comm import world_size
-from .config import check_depth, check_mode
+from .options import EngineOptions, OptionsSource, current
 from .distributed_block import DistributedBlock
 from .manager import GraphShardManager
 from .partition_data import PartitionData
 from .shards import build_shards, global_out_degrees
 
 
-def _settings(data: PartitionData, mode: str, pipeline_depth: int) -> tuple[str, int]:
-    """Checked mode and pipeline depth."""
-    mode, depth = check_mode(mode), check_depth(pipeline_depth)
+def _settings(data: PartitionData, mode: str, pipeline_depth: int,
+              max_collective_rows: int | None, options: OptionsSource | None
+              ) -> tuple[str, OptionsSource]:
+    """The mode that decides the graph's class, and the checked options source."""
+    if options is None:
+        options = EngineOptions(mode, pipeline_depth, max_collective_rows)
+    mode = current(options).mode
     if world_size() != data.num_parts:
         raise ValueError(f"world size {world_size()} does not match the {data.num_parts} "
                          f"partitions: launch one worker per partition")
-    return mode, depth
+    return mode, options
 
 
-def _graph(mode: str, depth: int, shards, plan, num_src: int, num_dst: int,
+def _graph(mode: str, options: OptionsSource, shards, plan, num_src: int, num_dst: int,
            node_ranges=None, **common):
     """A :class:`GraphShardManager` (``sar``/``sa``) or, for ``one-shot``, the shards
     merged into a :class:`DistributedBlock` directly."""
     if mode == "one-shot":
-        return DistributedBlock.from_shards(shards, plan, num_src, num_dst, **common)
-    return GraphShardManager(shards, plan, num_src, num_dst, mode=mode, pipeline_depth=depth,
-                             node_ranges=node_ranges, **common)
+        return DistributedBlock.from_shards(shards, plan, num_src, num_dst, **common,
+                                            options=options)
+    return GraphShardManager(shards, plan, num_src, num_dst, node_ranges=node_ranges,
+                             options=options, **common)
 
 
 def _owned_in_degrees(data: PartitionData) -> torch.Tensor:
@@ -40,13 +45,20 @@ def _owned_in_degrees(data: PartitionData) -> torch.Tensor:
 
 
 def construct_full_graph(data: PartitionData, mode: str = "sar", pipeline_depth: int = 1,
-                         device=None):
+                         device=None, *, max_collective_rows: int | None = None,
+                         options: OptionsSource | None = None):
     """The full graph of this worker: a :class:`GraphShardManager`.
 
     ``mode`` is ``"sar"`` (sequential aggregation, rematerialized backward), ``"sa"``
     (sequential, autograd graph kept) or ``"one-shot"``, which returns the
     :class:`DistributedBlock` of :meth:`GraphShardManager.get_full_partition_graph`
-    instead. ``pipeline_depth``: shards fetched ahead of the one being aggregated. ``edata``
+    instead. ``pipeline_depth``: shards fetched ahead of the one being aggregated.
+    ``max_collective_rows`` (keyword-only): at most this many rows per peer in one
+    collective call; larger exchanges are split into several calls, with the same results
+    (``None``, the default: one call per exchange). ``options`` (keyword-only): instead of
+    those three, an :class:`~sarlite.core.options.EngineOptions` or a zero-argument
+    callable returning one, asked at every ``update_all``/``apply_edges`` (its mode at
+    construction picks the class: a one-shot graph stays one). ``edata``
     starts with the partition's edge features (shard order). Attention layers and
     ``dgl.ops`` calls need :func:`sarlite.install_dgl_dispatch` (called once, explicitly).
 
@@ -58,7 +70,7 @@ def construct_full_graph(data: PartitionData, mode: str = "sar", pipeline_depth:
     ValueError
         The world size differs from the number of partitions, or an unknown mode.
     """
-    mode, depth = _settings(data, mode, pipeline_depth)
+    mode, options = _settings(data, mode, pipeline_depth, max_collective_rows, options)
     device = torch.device(device) if device is not None else torch.device("cpu")
     lo, hi = data.owned_range
     shards, plan = build_shards([(e.src, e.dst - lo) for e in data.shards],
@@ -67,7 +79,7 @@ def construct_full_graph(data: PartitionData, mode: str = "sar", pipeline_depth:
     out_degrees = global_out_degrees([e.src for e in data.shards], data.node_ranges)
     in_degrees = _owned_in_degrees(data)
     return _graph(
-        mode, depth, shards, plan, hi - lo, hi - lo, node_ranges=data.node_ranges,
+        mode, options, shards, plan, hi - lo, hi - lo, node_ranges=data.node_ranges,
         in_degrees=in_degrees.to(device), out_degrees=out_degrees.to(device),
         edata={k: v.to(device) for k, v in data.edge_features.items()},
         edge_ids=torch.cat([e.eids for e in data.shards]),
@@ -82,7 +94,9 @@ def _positions(order: torch.Tensor, size: int) -> torch.Tensor:
 
 
 def construct_mfgs(data: PartitionData, seed_nodes, num_layers: int,
-                   mode: str = "sar", pipeline_depth: int = 1, device=None) -> list:
+                   mode: str = "sar", pipeline_depth: int = 1, device=None, *,
+                   max_collective_rows: int | None = None,
+                   options: OptionsSource | None = None) -> list:
     """Message-flow graphs that compute ``num_layers`` layers for ``seed_nodes`` only.
 
     For label-only training: the last block's destination nodes are the seeds; each earlier
@@ -100,11 +114,13 @@ def construct_mfgs(data: PartitionData, seed_nodes, num_layers: int,
         Local ids (``0 <= id < num_owned_nodes``) of this worker's seeds; may be empty.
     num_layers:
         Number of blocks to build.
+    mode, pipeline_depth, device, max_collective_rows, options:
+        As :func:`construct_full_graph`.
 
     Collective: **every rank must call it**, including ranks with no seeds (2 exchanges per
     layer).
     """
-    mode, depth = _settings(data, mode, pipeline_depth)
+    mode, options = _settings(data, mode, pipeline_depth, max_collective_rows, options)
     if not isinstance(num_layers, int) or num_layers < 1:
         raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
     lo, hi = data.owned_range
@@ -134,7 +150,7 @@ def construct_mfgs(data: PartitionData, seed_nodes, num_layers: int,
             data.node_ranges, outputs.numel(), serve, device)
         mask = torch.cat(picked) if picked else torch.zeros(0, dtype=torch.bool)
         blocks.append(_graph(
-            mode, depth, shards, plan, inputs[0].numel(), outputs.numel(),
+            mode, options, shards, plan, inputs[0].numel(), outputs.numel(),
             in_degrees=in_degrees[outputs].to(device),
             out_degrees=out_degrees[inputs[0]].to(device),
             edata={k: v[mask].to(device) for k, v in data.edge_features.items()},

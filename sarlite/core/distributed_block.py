@@ -17,6 +17,7 @@ import torch
 from ..comm import all_to_all_rows, rank
 from .graph_view import ShardedGraphBase
 from .message import check_all_edges, check_layer, is_udf, message_inputs
+from .options import EngineOptions, OptionsSource, current
 
 
 class HaloExchange(torch.autograd.Function):
@@ -63,6 +64,9 @@ class DistributedBlock(ShardedGraphBase):
 
     **Collectives.** ``update_all``/``apply_edges`` exchange halo rows when the function
     reads source fields; every rank must call them in the same order.
+
+    Of its :class:`~sarlite.core.options.EngineOptions` only ``max_collective_rows``
+    applies (each halo exchange then moves in calls of at most that many rows per pair).
     """
 
     mode = "one-shot"
@@ -70,7 +74,8 @@ class DistributedBlock(ShardedGraphBase):
     def __init__(self, block: dgl.DGLGraph, plan, halo: list[int], num_src: int,
                  in_degrees, out_degrees, edata, is_block: bool = False,
                  global_counts=None, edge_ids: torch.Tensor | None = None,
-                 input_nodes=None, output_nodes=None):
+                 input_nodes=None, output_nodes=None, *,
+                 options: OptionsSource | None = None):
         super().__init__(num_src, block.num_dst_nodes(), in_degrees, out_degrees,
                          block.edges()[1], edata, is_block, global_counts)
         self.block = block
@@ -80,11 +85,19 @@ class DistributedBlock(ShardedGraphBase):
         self._ordered = None
         self._reversed = None
         self.input_nodes, self.output_nodes = input_nodes, output_nodes
+        self._options = options if options is not None else EngineOptions("one-shot")
+        self.engine_options()                   # check now, not at the first layer
+
+    def engine_options(self) -> EngineOptions:
+        """The options the next exchange runs with (asked of the options callable, when
+        the graph was built with one, at every call)."""
+        return current(self._options)
 
     @classmethod
     def from_shards(cls, shards, plan, num_src: int, num_dst: int, in_degrees,
                     out_degrees, edata, is_block: bool = False, global_counts=None,
-                    edge_ids=None, input_nodes=None, output_nodes=None) -> "DistributedBlock":
+                    edge_ids=None, input_nodes=None, output_nodes=None, *,
+                    options: OptionsSource | None = None) -> "DistributedBlock":
         """Merge graph shards (see :mod:`sarlite.core.shards`) into one block."""
         me = rank()
         halo = [0 if s.src_part == me else s.rows.numel() for s in shards]
@@ -99,7 +112,7 @@ class DistributedBlock(ShardedGraphBase):
                                  num_src_nodes=num_src + sum(halo), num_dst_nodes=num_dst,
                                  device=in_degrees.device)
         return cls(block, plan, halo, num_src, in_degrees, out_degrees, edata, is_block,
-                   global_counts, edge_ids, input_nodes, output_nodes)
+                   global_counts, edge_ids, input_nodes, output_nodes, options=options)
 
     @classmethod
     def from_manager(cls, manager) -> "DistributedBlock":
@@ -108,7 +121,7 @@ class DistributedBlock(ShardedGraphBase):
             manager.shards, manager.plan, manager.num_src_nodes(), manager.num_dst_nodes(),
             manager.in_degrees(), manager.out_degrees(), manager.edata, manager.is_block,
             manager._global_counts, manager._edge_ids, manager.input_nodes,
-            manager.output_nodes)
+            manager.output_nodes, options=manager._options)
         merged.srcdata.update(manager.srcdata)
         merged.dstdata.update(manager.dstdata)
         return merged
@@ -123,7 +136,8 @@ class DistributedBlock(ShardedGraphBase):
         me = rank()
         chunks = [owned[idx] if k != me else owned[:0]
                   for k, idx in enumerate(self.plan.send_idx)]
-        received = all_to_all_rows(chunks, kind="oneshot_fetch")
+        received = all_to_all_rows(chunks, kind="oneshot_fetch",
+                                   max_rows=self.engine_options().max_collective_rows)
         return torch.cat([owned] + [r for k, r in enumerate(received) if k != me])
 
     def _sum_halo(self, grad: torch.Tensor) -> torch.Tensor:
@@ -131,7 +145,8 @@ class DistributedBlock(ShardedGraphBase):
         me, num_owned = rank(), self.num_src_nodes()
         pieces = iter(grad[num_owned:].split(self.halo_sizes()))
         chunks = [next(pieces) if k != me else grad[:0] for k in range(len(self.halo))]
-        received = all_to_all_rows(chunks, kind="oneshot_grad")
+        received = all_to_all_rows(chunks, kind="oneshot_grad",
+                                   max_rows=self.engine_options().max_collective_rows)
         grad_owned = grad[:num_owned].clone()
         for k, rows in enumerate(received):
             if k != me:

@@ -5,7 +5,7 @@ import dgl
 import torch
 
 from ..comm import agree_row_shapes
-from .config import check_depth
+from .options import EngineOptions, OptionsSource, current
 from .graph_view import ShardedGraphBase
 from .message import (check_all_edges, check_layer, declared_parameters, is_udf,
                       message_inputs, reducer_name)
@@ -43,22 +43,44 @@ class GraphShardManager(ShardedGraphBase):
                  edge_ids: torch.Tensor | None = None,
                  global_counts: tuple[int, int] | None = None,
                  input_nodes: torch.Tensor | None = None,
-                 output_nodes: torch.Tensor | None = None):
+                 output_nodes: torch.Tensor | None = None,
+                 max_collective_rows: int | None = None,
+                 options: OptionsSource | None = None):
         edge_dst = torch.cat([s.block.edges()[1] for s in shards]) if shards else \
             torch.zeros(0, dtype=torch.int64)
         super().__init__(num_src, num_dst, in_degrees, out_degrees, edge_dst, edata,
                          is_block, global_counts)
-        if mode not in ("sar", "sa"):
-            raise ValueError(f"GraphShardManager runs mode 'sar' or 'sa', got {mode!r} "
-                             f"(one-shot graphs are DistributedBlock)")
+        self._options = options if options is not None else EngineOptions(
+            mode, pipeline_depth, max_collective_rows)
+        self.engine_options()                   # check now, not at the first layer
         self.shards = shards
         self.plan = plan
-        self.mode = mode
-        self.pipeline_depth = check_depth(pipeline_depth)
         self._node_ranges = node_ranges
         self._edge_ids = edge_ids
         self.input_nodes, self.output_nodes = input_nodes, output_nodes
         self._sampling_graph = self._merged = None
+
+    def engine_options(self) -> EngineOptions:
+        """The options the next ``update_all``/``apply_edges`` runs with (asked of the
+        options callable, when the graph was built with one, at every call).
+
+        Raises ``ValueError`` when they name mode ``"one-shot"``: a manager runs ``sar``
+        or ``sa``; one-shot graphs are :class:`DistributedBlock`.
+        """
+        options = current(self._options)
+        if options.mode not in ("sar", "sa"):
+            raise ValueError(f"GraphShardManager runs mode 'sar' or 'sa', got "
+                             f"{options.mode!r} (one-shot graphs are DistributedBlock: "
+                             f"g.get_full_partition_graph())")
+        return options
+
+    @property
+    def mode(self) -> str:
+        return self.engine_options().mode
+
+    @property
+    def pipeline_depth(self) -> int:
+        return self.engine_options().pipeline_depth
 
     def _to(self, device) -> None:
         if self.input_nodes is not None:
@@ -68,12 +90,12 @@ class GraphShardManager(ShardedGraphBase):
         self.plan = self.plan.to(device)
         self._sampling_graph = self._merged = None
 
-    def _shard_set(self) -> ShardSet:
+    def _shard_set(self, options: EngineOptions) -> ShardSet:
         if not self.shards and self.plan.size:
             raise RuntimeError("this GraphShardManager gave its shards to "
                                "get_full_partition_graph(); use the DistributedBlock")
-        return ShardSet(tuple(self.shards), self.plan, self.pipeline_depth,
-                        self.in_degrees())
+        return ShardSet(tuple(self.shards), self.plan, options.pipeline_depth,
+                        self.in_degrees(), options.max_collective_rows)
 
     def _run(self, func, reducer=None, msg_field=None, out_field=None) -> dict:
         check_layer(func, self.plan.size)
@@ -86,8 +108,9 @@ class GraphShardManager(ShardedGraphBase):
         # every rank must fetch rows of the same width: agree first (one small collective)
         agree_row_shapes("update_all" if reducer else "apply_edges",
                          {n: self.srcdata[n] for n in src})
-        return run_sequential(self._shard_set(), message, values, declared_parameters(func),
-                              keep_graph=self.mode == "sa")
+        options = self.engine_options()
+        return run_sequential(self._shard_set(options), message, values,
+                              declared_parameters(func), keep_graph=options.mode == "sa")
 
     def update_all(self, message_func, reduce_func, apply_node_func=None, etype=None):
         """Send messages along all owned edges and reduce them at owned nodes.
@@ -168,9 +191,9 @@ class GraphShardManager(ShardedGraphBase):
         if self._merged is None:        # the structure only, built once
             from .distributed_block import DistributedBlock
             self._merged = DistributedBlock.from_shards(
-                self._shard_set().shards, self.plan, self.num_src_nodes(),
+                self._shard_set(self.engine_options()).shards, self.plan, self.num_src_nodes(),
                 self.num_dst_nodes(), self.in_degrees(), self.out_degrees(), {},
-                self.is_block, self._global_counts)
+                self.is_block, self._global_counts, options=self._options)
         return self._merged.reverse()
 
     def get_full_partition_graph(self, delete_shard_data: bool = True):

@@ -39,13 +39,15 @@ class ShardSet:
     """The immutable structure a sequential call runs over.
 
     ``shards[j]`` holds the edges from partition ``j``; ``plan`` says who serves which rows;
-    ``depth`` is the prefetch depth; ``in_degrees`` ``(num_dst,)`` divide ``mean``.
+    ``depth`` is the prefetch depth; ``in_degrees`` ``(num_dst,)`` divide ``mean``;
+    ``max_rows`` bounds the rows per collective call (``None``: one call per round).
     """
 
     shards: tuple[GraphShard, ...]
     plan: RingPlan
     depth: int
     in_degrees: torch.Tensor
+    max_rows: int | None = None
 
 
 @dataclass(frozen=True)
@@ -242,7 +244,8 @@ def _forward(graph: ShardSet, message: Message, values, declared, keep_graph: bo
         edge_vals = [t.detach() for t in edge_vals]
     capture = Captures(declared) if message.udf and torch.is_grad_enabled() else None
     state, per_shard, fetched_leaves, rng_states = (None, None), {}, {}, {}
-    for round_, j, fetched in graph.plan.rounds(src_vals, graph.depth, _FETCH):
+    rounds = graph.plan.rounds(src_vals, graph.depth, _FETCH, graph.max_rows)
+    for round_, j, fetched in rounds:
         shard = graph.shards[j]
         if keep_graph:
             fetched = _fetched_leaves(fetched, values[:len(message.src)])
@@ -297,7 +300,7 @@ class SequentialAggregation(torch.autograd.Function):
                 "one-shot mode (g.get_full_partition_graph() or mode='one-shot').")
         op: OpContext = ctx.op
         src_vals, dst_vals, edge_vals = op.message.split(ctx.saved_tensors)
-        sender = _GradReturn(op.graph.plan, src_vals, op.graph.depth)
+        sender = _GradReturn(op.graph, src_vals)
         if op.keep_graph:
             dst_grads, edge_grads, captured_grads = _backward_kept(op, ctx.kept,
                                                                    grad_outputs, sender)
@@ -313,9 +316,10 @@ class _GradReturn:
     gradients of the source fields (created on first use). With ``depth`` 0 each exchange
     completes before the next shard is computed; otherwise one stays in flight."""
 
-    def __init__(self, plan: RingPlan, src_vals, depth: int):
-        self.plan = plan
-        self.depth = depth
+    def __init__(self, graph: ShardSet, src_vals):
+        self.plan = graph.plan
+        self.depth = graph.depth
+        self.max_rows = graph.max_rows
         self.src_vals = src_vals
         self.wanted = [t.requires_grad for t in src_vals]
         self.grads = [None] * len(src_vals)
@@ -324,7 +328,7 @@ class _GradReturn:
     def post(self, round_: int, fetched_grads):
         """Send the gradients of the rows fetched in ``round_``; apply the previous round."""
         self.flush()
-        self.pending = [(round_, f, self.plan.return_grad(grad, round_, _GRAD))
+        self.pending = [(round_, f, self.plan.return_grad(grad, round_, _GRAD, self.max_rows))
                         for f, grad in enumerate(fetched_grads) if self.wanted[f]]
         if self.depth == 0:
             self.flush()
@@ -378,7 +382,7 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
     shortcut = (reducer in ("sum", "mean") and is_copy_src(message.func)
                 and not dst_vals and not edge_vals and not op.captured)
     rounds = ((r, plan.peers(r)[1], None) for r in range(plan.size)) if shortcut else \
-        plan.rounds(src_vals, graph.depth, _FETCH)
+        plan.rounds(src_vals, graph.depth, _FETCH, graph.max_rows)
     for round_, j, fetched in rounds:
         shard = graph.shards[j]
         if shortcut:

@@ -14,7 +14,7 @@ from typing import Iterator, Sequence
 import dgl
 import torch
 
-from ..comm import all_to_all_rows, rank, ring_exchange, world_size
+from ..comm import all_gather_object, all_to_all_rows, rank, ring_exchange, world_size
 
 
 class GraphShard:
@@ -79,12 +79,16 @@ class RingPlan:
 
     ``send_idx[k]`` are the rows of our source tensors that worker ``k``'s shard from us
     needs; ``send_idx[me]`` is ``None``: the local shard reads our tensors in place.
-    ``num_recv[j]`` is the number of rows we receive from ``j``.
+    ``num_recv[j]`` is the number of rows we receive from ``j``. ``counts[i][k]`` is the
+    number of rows rank ``i`` sends to rank ``k`` (every rank's, so that all ranks agree
+    on how many calls a round split by ``max_rows`` takes, without asking each other).
     """
 
-    def __init__(self, send_idx: list[torch.Tensor], num_recv: list[int]):
+    def __init__(self, send_idx: list[torch.Tensor], num_recv: list[int],
+                 counts: Sequence[Sequence[int]]):
         self.send_idx = send_idx
         self.num_recv = num_recv
+        self.counts = tuple(tuple(row) for row in counts)
         self.me = rank()
         self.size = world_size()
 
@@ -94,25 +98,38 @@ class RingPlan:
 
     def to(self, device) -> "RingPlan":
         return RingPlan([None if idx is None else idx.to(device) for idx in self.send_idx],
-                        self.num_recv)
+                        self.num_recv, self.counts)
 
-    def fetch(self, tensor: torch.Tensor, round_: int, kind: str):
+    def calls(self, round_: int, max_rows: int | None) -> int:
+        """Collective calls of at most ``max_rows`` rows that round ``round_`` takes on
+        every rank (1 without a bound): enough for the largest pair of the round."""
+        if max_rows is None:
+            return 1
+        largest = max(self.counts[i][(i + round_) % self.size] for i in range(self.size))
+        return max(1, -(-largest // max_rows))
+
+    def fetch(self, tensor: torch.Tensor, round_: int, kind: str,
+              max_rows: int | None = None):
         """Post round ``round_`` of fetching rows of ``tensor``: returns a pending handle."""
         send_to, recv_from = self.peers(round_)
         idx = self.send_idx[send_to]
         return ring_exchange(tensor if idx is None else tensor[idx], send_to,
-                             self.num_recv[recv_from], recv_from, kind)
+                             self.num_recv[recv_from], recv_from, kind,
+                             max_rows=max_rows, calls=self.calls(round_, max_rows))
 
-    def return_grad(self, grad_rows: torch.Tensor, round_: int, kind: str):
+    def return_grad(self, grad_rows: torch.Tensor, round_: int, kind: str,
+                    max_rows: int | None = None):
         """Post round ``round_`` of sending gradients of fetched rows back to their owner.
 
-        The reverse of :meth:`fetch`: the result holds the gradients of
-        ``send_idx[send_to]`` rows, from the worker we served in that round.
+        The reverse of :meth:`fetch` (the same pairs, so the same number of calls): the
+        result holds the gradients of ``send_idx[send_to]`` rows, from the worker we served
+        in that round.
         """
         send_to, recv_from = self.peers(round_)
         idx = self.send_idx[send_to]
         return ring_exchange(grad_rows, recv_from,
-                             grad_rows.shape[0] if idx is None else idx.numel(), send_to, kind)
+                             grad_rows.shape[0] if idx is None else idx.numel(), send_to, kind,
+                             max_rows=max_rows, calls=self.calls(round_, max_rows))
 
     def add_returned(self, total: torch.Tensor, grad_rows: torch.Tensor, round_: int) -> None:
         """Add gradients returned in ``round_`` into ``total`` at the rows we served."""
@@ -122,19 +139,19 @@ class RingPlan:
         else:
             total.index_add_(0, idx, grad_rows)
 
-    def rounds(self, tensors: Sequence[torch.Tensor], depth: int,
-               kind: str) -> Iterator[tuple[int, int, list[torch.Tensor]]]:
+    def rounds(self, tensors: Sequence[torch.Tensor], depth: int, kind: str,
+               max_rows: int | None = None) -> Iterator[tuple[int, int, list[torch.Tensor]]]:
         """Fetch ``tensors`` shard by shard in ring order, ``depth`` rounds ahead.
 
         Yields ``(round, shard, fetched)`` where ``fetched[f]`` holds the rows of
         ``tensors[f]`` that shard ``shard`` needs. Collective: every rank must consume the
-        whole generator.
+        whole generator, with the same ``max_rows``.
         """
         pending = deque()
         posted = 0
         for round_ in range(self.size):
             while posted < self.size and posted <= round_ + depth:
-                pending.append([self.fetch(t, posted, kind) for t in tensors])
+                pending.append([self.fetch(t, posted, kind, max_rows) for t in tensors])
                 posted += 1
             handles = pending.popleft()
             yield round_, self.peers(round_)[1], [h.wait() for h in handles]
@@ -170,7 +187,10 @@ def build_shards(shard_edges: list[tuple[torch.Tensor, torch.Tensor]],
         offset += dst.numel()
     send_idx = [None if k == me else rows.contiguous().to(device)
                 for k, rows in enumerate(positions)]
-    return shards, RingPlan(send_idx, [shard.block.num_src_nodes() for shard in shards])
+    counts = all_gather_object([0 if idx is None else idx.numel() for idx in send_idx],
+                               kind="setup")
+    return shards, RingPlan(send_idx, [shard.block.num_src_nodes() for shard in shards],
+                            counts)
 
 
 def global_out_degrees(shard_src: list[torch.Tensor], node_ranges: torch.Tensor

@@ -75,6 +75,9 @@ class ModelConfig(_Section):
 class EngineConfig(_Section):
     mode: Literal["sar", "sa", "one-shot"] = Field("sar", description="SAR engine mode")
     pipeline_depth: int = Field(1, ge=0, description="shards fetched ahead")
+    max_collective_rows: Optional[int] = Field(
+        None, ge=1, description="rows per peer in one collective call; larger exchanges "
+        "are split (null: no bound)")
 
 
 class OptimConfig(_Section):

@@ -71,16 +71,16 @@ def _build_batch(cfg: Config, data: PartitionData) -> tuple[Batch, int, int]:
     top = comm.all_reduce(torch.tensor([int(labels.max()) if labels.numel() else 0]), "max",
                           kind="num_classes")
     num_classes = int(top) + 1
-    mode, depth = cfg.engine.mode, cfg.engine.pipeline_depth
+    engine = dict(mode=cfg.engine.mode, pipeline_depth=cfg.engine.pipeline_depth,
+                  max_collective_rows=cfg.engine.max_collective_rows)
     if cfg.model.label_only:
         seeds = torch.nonzero(masks["train"] | masks["val"] | masks["test"]).squeeze(1)
-        mfgs = construct_mfgs(data, seeds, graphs_needed(cfg.model), mode=mode,
-                              pipeline_depth=depth)
+        mfgs = construct_mfgs(data, seeds, graphs_needed(cfg.model), **engine)
         rows = mfgs[-1].output_nodes
         batch = Batch(mfgs, x[mfgs[0].input_nodes], labels[rows],
                       {s: m[rows] for s, m in masks.items()})
     else:
-        g = construct_full_graph(data, mode=mode, pipeline_depth=depth)
+        g = construct_full_graph(data, **engine)
         batch = Batch([g] * graphs_needed(cfg.model), x, labels, masks)
     return batch, x.shape[1], num_classes
 

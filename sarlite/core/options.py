@@ -1,0 +1,71 @@
+"""The engine's per-call options (mode, pipeline depth, rows per collective) and their checks.
+
+A graph holds its options as an immutable :class:`EngineOptions`, or as a zero-argument
+callable returning one: the graph then asks for its options at every ``update_all`` /
+``apply_edges``, so a facade whose settings are read when a call runs (``sarlite.sar``'s
+``Config``) can hand them over explicitly instead of patching the engine.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Union
+
+MODES = ("sar", "sa", "one-shot")
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {MODES}")
+    return mode
+
+
+def check_depth(depth: int) -> int:
+    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 0:
+        raise ValueError(f"pipeline_depth must be a non-negative integer, got {depth!r}")
+    return depth
+
+
+def check_max_rows(rows: int | None) -> int | None:
+    if rows is not None and (not isinstance(rows, int) or isinstance(rows, bool) or rows < 1):
+        raise ValueError(f"max_collective_rows must be a positive integer or None (no "
+                         f"bound), got {rows!r}")
+    return rows
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How a sharded graph runs its message passing.
+
+    ``mode``: ``"sar"`` (sequential aggregation, rematerialized backward), ``"sa"``
+    (sequential, autograd graph kept) or ``"one-shot"`` (the graph is a
+    :class:`~sarlite.DistributedBlock`; a :class:`~sarlite.GraphShardManager` cannot switch
+    to it per call). ``pipeline_depth``: shards fetched ahead of the one being aggregated.
+    ``max_collective_rows``: at most this many rows per rank and peer move in one collective
+    call; a larger exchange is split into several calls, in order, with the same result
+    (``None``: no bound). It bounds the size of each message on the wire, not the rows a
+    shard holds once fetched.
+    """
+
+    mode: str = "sar"
+    pipeline_depth: int = 1
+    max_collective_rows: int | None = None
+
+    def __post_init__(self):
+        check_mode(self.mode)
+        check_depth(self.pipeline_depth)
+        check_max_rows(self.max_collective_rows)
+
+
+OptionsSource = Union[EngineOptions, Callable[[], EngineOptions]]
+
+
+def current(source: OptionsSource) -> EngineOptions:
+    """The options in force now: ``source`` itself, or what the callable returns.
+
+    Raises ``TypeError`` when the callable returns anything but :class:`EngineOptions`.
+    """
+    options = source() if callable(source) else source
+    if not isinstance(options, EngineOptions):
+        raise TypeError(f"the graph's options callable must return EngineOptions, got "
+                        f"{type(options).__name__}")
+    return options
