@@ -60,7 +60,7 @@ def _partition(args: argparse.Namespace) -> None:
     print(f"partitioning into {args.num_parts} parts with {args.method} ...", flush=True)
     partition_graph(g, args.graph_name or args.dataset.lower(), args.num_parts, args.out,
                     part_method=args.method, balance_ntypes=balance,
-                    balance_edges=args.balance_edges, objective=args.objective,
+                    balance_edges=args.balance_edges, objtype=args.objective,
                     num_hops=args.num_hops, seed=args.seed)
     config = f"{args.out}/{args.graph_name or args.dataset.lower()}.json"
     print(partition_report(config, feat_width=args.report_width))

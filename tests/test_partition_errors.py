@@ -31,9 +31,9 @@ def test_unknown_method_is_rejected(tmp_path):
         sarlite.partition_graph(random_graph(), "g", 2, tmp_path, part_method="kway")
 
 
-def test_unknown_objective_is_rejected(tmp_path):
-    with pytest.raises(ValueError, match="unknown objective 'edges'"):
-        sarlite.partition_graph(random_graph(), "g", 2, tmp_path, objective="edges")
+def test_unknown_objtype_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="unknown objtype 'edges'"):
+        sarlite.partition_graph(random_graph(), "g", 2, tmp_path, objtype="edges")
 
 
 def test_missing_config_is_named(tmp_path):

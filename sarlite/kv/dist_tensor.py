@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from ..comm import all_reduce
 from .routing import Policy
 from .store import InitFunc, KVStore, get_kvstore
 
@@ -43,6 +44,15 @@ class DistTensor:
         Keep the data in the store when this object is garbage-collected (otherwise the
         object that created the tensor deletes it then). Anonymous tensors cannot be
         persistent.
+    is_gdata:
+        Ignored. In DGL it registers the tensor as graph data; in sarlite a tensor is
+        graph data (visible in ``g.ndata``/``g.edata``) only once assigned there
+        (``g.ndata[name] = tensor``).
+    attach:
+        Ignored. DGL adds its client-group id to the name to keep names of separate
+        client groups apart; sarlite has one group of trainers.
+
+    The parameters are ``dgl.distributed.DistTensor``'s (DGL 2.1), in its order.
 
     Creating one is collective: every rank must ask for the same shape, dtype, name and
     policy, and gets a ``ValueError`` (or, where another rank failed, a
@@ -61,7 +71,7 @@ class DistTensor:
 
     def __init__(self, shape, dtype: torch.dtype, name: str | None = None,
                  init_func: InitFunc | None = None, part_policy: Policy | None = None,
-                 persistent: bool = False):
+                 persistent: bool = False, is_gdata: bool = True, attach: bool = True):
         if persistent and name is None:
             raise ValueError("an anonymous DistTensor cannot be persistent; give it a name")
         self._store: KVStore = get_kvstore()
@@ -97,6 +107,15 @@ class DistTensor:
         :meth:`KVStore.push <sarlite.kv.KVStore.push>`."""
         self._store.push(self._name, ids, values, accumulate=True)
 
+    def count_nonzero(self) -> int:
+        """Number of non-zero elements of the whole tensor, as DGL's method.
+
+        Collective and blocking: every rank calls it (one ``all_reduce`` of the shards'
+        counts); :class:`~sarlite.comm.CollectiveError` when a rank does not join.
+        """
+        local = torch.count_nonzero(self.local_partition).reshape(1).to(torch.int64)
+        return int(all_reduce(local, "sum", kind="kv_count")[0])
+
     # -- metadata ----------------------------------------------------------------
     def __len__(self) -> int:
         return self._shape[0]
@@ -113,6 +132,11 @@ class DistTensor:
     @property
     def name(self) -> str:
         """The store key, ``"<policy_str>:<name>"``."""
+        return self._name
+
+    @property
+    def kvstore_key(self) -> str:
+        """The store key (DGL's name for it); the same as :attr:`name`."""
         return self._name
 
     @property

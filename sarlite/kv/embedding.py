@@ -22,8 +22,10 @@ class DistEmbedding:
     Parameters are those of DGL: ``num_embeddings`` must be the number of nodes or edges
     of the policy, ``name`` names the underlying :class:`DistTensor` (``None``:
     anonymous), ``init_func`` fills the rows as for :class:`DistTensor` (default zeros),
-    ``part_policy`` defaults to the one inferred from ``num_embeddings``. Creating one is
-    collective.
+    ``part_policy`` defaults to the one inferred from ``num_embeddings`` (DGL 2.1's
+    parameters, in its order). Creating one is collective: every rank calls it, with the
+    same arguments, after the :class:`~sarlite.sampling.DistGraph` that set up the
+    default KV store.
     """
 
     def __init__(self, num_embeddings: int, embedding_dim: int, name: str | None = None,

@@ -32,7 +32,8 @@ class SparseOptimizer(ABC):
     Subclasses list their per-embedding state in ``STATES`` as ``(suffix, per_row)``
     (state ``<emb name>_<suffix>``: shape ``(num_embeddings,)`` when ``per_row``, else
     that of the embedding; float32, zeros), store hyper-parameters in ``self._hyper`` and
-    implement :meth:`update`. Creating one is collective (it creates the state tensors).
+    implement :meth:`update_local`. Creating one is collective (it creates the state
+    tensors).
     """
 
     STATES: tuple[tuple[str, bool], ...] = ()
@@ -63,7 +64,7 @@ class SparseOptimizer(ABC):
                 call = KVCall(f"{type(self).__name__}.step on {emb.name!r}", "kv_optim")
                 local_ids, grads = push_rows(ids, grads, emb.part_policy, call)
                 rows, grad_sums, counts = sum_duplicates(local_ids, grads)
-                self.update(emb, rows, grad_sums / counts.unsqueeze(1))
+                self.update_local(emb, rows, grad_sums / counts.unsqueeze(1))
 
     def zero_grad(self) -> None:
         """Drop the gradients recorded so far (as ``torch.optim.Optimizer.zero_grad``)."""
@@ -71,9 +72,21 @@ class SparseOptimizer(ABC):
             emb.zero_grad()
 
     @abstractmethod
-    def update(self, emb: DistEmbedding, rows: torch.Tensor, grad: torch.Tensor) -> None:
+    def update_local(self, emb: DistEmbedding, rows: torch.Tensor,
+                     grad: torch.Tensor) -> None:
         """Update the local ``rows`` (``(k,)`` distinct local ids) of ``emb`` and of its
-        state with the averaged gradient ``grad`` (``(k, embedding_dim)``). Local."""
+        state with the averaged gradient ``grad`` (``(k, embedding_dim)``). Local.
+
+        This is sarlite's hook; DGL's ``update(idx, grad, emb)`` (global ids) is not
+        called, and a subclass that defines ``update`` is refused with ``TypeError``."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "update" in vars(cls):
+            raise TypeError(f"{cls.__name__} defines update(); sarlite's sparse optimizers "
+                            f"call update_local(emb, rows, grad) with this rank's local "
+                            f"rows instead of DGL's update(idx, grad, emb): override "
+                            f"update_local")
 
     def local_state(self, emb: DistEmbedding) -> dict[str, torch.Tensor]:
         """``{suffix: this rank's shard}`` of the state of ``emb`` (the storage itself)."""
@@ -84,24 +97,25 @@ class SparseOptimizer(ABC):
         """``{embedding name: {suffix: DistTensor}}``."""
         return self._state
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Save the state and hyper-parameters to the directory ``path``.
+    def save(self, f: str | os.PathLike) -> None:
+        """Save the state and hyper-parameters to the directory ``f`` (DGL's name for the
+        argument; DGL writes one file per rank, sarlite one directory for all ranks).
 
         Collective. The state is stored in global id order
         (:func:`~sarlite.kv.checkpoint.save_dist_tensors`), so :meth:`load` works with any
         number of ranks, as long as the embeddings keep their global ids.
         """
-        save_dist_tensors(path, self._state_tensors(),
+        save_dist_tensors(f, self._state_tensors(),
                           {"optimizer": type(self).__name__, "hyper": self._hyper})
 
-    def load(self, path: str | os.PathLike) -> None:
+    def load(self, f: str | os.PathLike) -> None:
         """Load the state and the hyper-parameters saved by :meth:`save` (as
         ``torch.optim`` restores its ``param_groups``). Collective.
 
         Raises ``ValueError`` when the checkpoint is of another optimizer class or lacks
         an embedding, ``FileNotFoundError`` when it is missing.
         """
-        meta = load_dist_tensors(path, self._state_tensors(),
+        meta = load_dist_tensors(f, self._state_tensors(),
                                  {"optimizer": type(self).__name__})
         self._hyper.update(meta["hyper"])
 
@@ -128,7 +142,8 @@ class SparseAdagrad(SparseOptimizer):
         super().__init__(params, lr)
         self._hyper["eps"] = float(eps)
 
-    def update(self, emb: DistEmbedding, rows: torch.Tensor, grad: torch.Tensor) -> None:
+    def update_local(self, emb: DistEmbedding, rows: torch.Tensor,
+                     grad: torch.Tensor) -> None:
         total = self.local_state(emb)["sum"]
         weight = emb.weight.local_partition
         summed = total[rows] + grad * grad
@@ -160,7 +175,8 @@ class SparseAdam(SparseOptimizer):
         super().__init__(params, lr)
         self._hyper.update(beta1=float(betas[0]), beta2=float(betas[1]), eps=float(eps))
 
-    def update(self, emb: DistEmbedding, rows: torch.Tensor, grad: torch.Tensor) -> None:
+    def update_local(self, emb: DistEmbedding, rows: torch.Tensor,
+                     grad: torch.Tensor) -> None:
         state = self.local_state(emb)
         beta1, beta2 = self._hyper["beta1"], self._hyper["beta2"]
         steps = state["step"][rows] + 1

@@ -17,12 +17,12 @@ OBJECTIVES = {"cut": 0, "vol": 1}   # METIS_OBJTYPE_CUT, METIS_OBJTYPE_VOL
 _WEIGHT_BUDGET = 2 ** 30            # keep the total vertex weight inside METIS' int32
 
 
-def check_method(part_method: str, objective: str) -> None:
+def check_method(part_method: str, objtype: str) -> None:
     if part_method not in METHODS:
         raise ValueError(f"unknown part_method {part_method!r}; choose one of {METHODS}")
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; choose one of "
-                         f"{tuple(OBJECTIVES)}")
+    if objtype not in OBJECTIVES:
+        raise ValueError(f"unknown objtype {objtype!r} (the METIS objective); choose one "
+                         f"of {tuple(OBJECTIVES)}")
 
 
 def _symmetric_csr(src: torch.Tensor, dst: torch.Tensor,
@@ -83,7 +83,7 @@ def vertex_weights(num_nodes: int, in_degrees: torch.Tensor | None,
 
 
 def metis_assignment(g: dgl.DGLGraph, num_parts: int, balance_ntypes=None,
-                     balance_edges: bool = False, objective: str = "cut",
+                     balance_edges: bool = False, objtype: str = "cut",
                      seed: int = 0) -> torch.Tensor:
     """Partition id (int64, shape ``(N,)``) of every node of ``g`` from k-way METIS."""
     num_nodes = g.num_nodes()
@@ -94,7 +94,7 @@ def metis_assignment(g: dgl.DGLGraph, num_parts: int, balance_ntypes=None,
     del src, dst
     weights = vertex_weights(num_nodes, g.in_degrees() if balance_edges else None,
                              balance_ntypes)
-    options = pymetis.Options(seed=int(seed), objtype=OBJECTIVES[objective])
+    options = pymetis.Options(seed=int(seed), objtype=OBJECTIVES[objtype])
     _, parts = pymetis.part_graph(num_parts, pymetis.CSRAdjacency(xadj, adjncy),
                                   vweights=weights, recursive=False, options=options)
     return torch.as_tensor(np.asarray(parts, dtype=np.int64))

@@ -31,6 +31,26 @@ def as_id_tensor(ids: IdLike) -> torch.Tensor:
     return tensor.reshape(-1).to(torch.int64)
 
 
+_HOMOGENEOUS = ("sarlite supports homogeneous graphs only (one node type '_N', one edge "
+                "type ('_N', '_E', '_N')); use DGL for heterogeneous graphs")
+
+
+def check_ntype(ntype) -> str:
+    """``"_N"`` if ``ntype`` names sarlite's one node type, else ``NotImplementedError``."""
+    if ntype != DEFAULT_NTYPE:
+        raise NotImplementedError(f"node type {ntype!r}: {_HOMOGENEOUS}")
+    return DEFAULT_NTYPE
+
+
+def check_etype(etype) -> tuple[str, str, str]:
+    """The canonical edge type if ``etype`` names sarlite's one edge type (``"_E"``,
+    ``"_N:_E:_N"`` or ``("_N", "_E", "_N")``), else ``NotImplementedError``."""
+    if etype in (DEFAULT_ETYPE[1], DEFAULT_ETYPE_STR) or \
+            (isinstance(etype, (tuple, list)) and tuple(etype) == DEFAULT_ETYPE):
+        return DEFAULT_ETYPE
+    raise NotImplementedError(f"edge type {etype!r}: {_HOMOGENEOUS}")
+
+
 def _as_ranges(id_map, what: str) -> torch.Tensor:
     """Normalise a range map to an int64 tensor of shape ``(num_parts, 2)``.
 
@@ -103,6 +123,22 @@ class RangePartitionBook:
     def num_partitions(self) -> int:
         return self._num_parts
 
+    def shared_memory(self, graph_name: str) -> None:
+        """DGL moves its book into shared memory for its servers; sarlite has no servers,
+        so this raises ``NotImplementedError``."""
+        raise NotImplementedError("RangePartitionBook.shared_memory: sarlite has no "
+                                  "servers to share the partition book with; each trainer "
+                                  "loads its own (load_partition_book)")
+
+    @property
+    def is_homogeneous(self) -> bool:
+        """Always ``True``: sarlite's graphs have one node and one edge type."""
+        return True
+
+    def to_canonical_etype(self, etype) -> tuple[str, str, str]:
+        """``("_N", "_E", "_N")`` for the one edge type; ``NotImplementedError`` else."""
+        return check_etype(etype)
+
     def _num_nodes(self, ntype: str = DEFAULT_NTYPE) -> int:
         return int(self._node_ranges[-1, 1])
 
@@ -138,10 +174,12 @@ class RangePartitionBook:
 
     def nid2partid(self, nids: IdLike, ntype: str = DEFAULT_NTYPE) -> torch.Tensor:
         """Partition id of each global node id (int64 tensor, same length)."""
+        check_ntype(ntype)
         return self._owner(self._node_ranges, nids, "node")
 
     def eid2partid(self, eids: IdLike, etype=DEFAULT_ETYPE) -> torch.Tensor:
         """Partition id of each global edge id (int64 tensor, same length)."""
+        check_etype(etype)
         return self._owner(self._edge_ranges, eids, "edge")
 
     def _check_part(self, partid: int) -> int:
@@ -151,11 +189,13 @@ class RangePartitionBook:
 
     def partid2nids(self, partid: int, ntype: str = DEFAULT_NTYPE) -> torch.Tensor:
         """All global node ids owned by ``partid``, ascending."""
+        check_ntype(ntype)
         start, end = self._node_ranges[self._check_part(partid)].tolist()
         return torch.arange(start, end, dtype=torch.int64)
 
     def partid2eids(self, partid: int, etype=DEFAULT_ETYPE) -> torch.Tensor:
         """All global edge ids owned by ``partid``, ascending."""
+        check_etype(etype)
         start, end = self._edge_ranges[self._check_part(partid)].tolist()
         return torch.arange(start, end, dtype=torch.int64)
 
@@ -172,26 +212,72 @@ class RangePartitionBook:
     def nid2localnid(self, nids: IdLike, partid: int | None = None,
                      ntype: str = DEFAULT_NTYPE) -> torch.Tensor:
         """Local ids of global node ids that ``partid`` (default: this one) owns."""
+        check_ntype(ntype)
         return self._to_local(self._node_ranges, nids, partid, "node")
 
     def eid2localeid(self, eids: IdLike, partid: int | None = None,
                      etype=DEFAULT_ETYPE) -> torch.Tensor:
         """Local ids of global edge ids that ``partid`` (default: this one) owns."""
+        check_etype(etype)
         return self._to_local(self._edge_ranges, eids, partid, "edge")
+
+    # -- typed and homogeneous ids (one type: the identity) ----------------------------
+    def map_to_per_ntype(self, ids: IdLike) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(node type ids, per-type ids)`` of homogeneous node ids: zeros and ``ids``."""
+        ids = as_id_tensor(ids)
+        return torch.zeros_like(ids), ids
+
+    def map_to_per_etype(self, ids: IdLike) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(edge type ids, per-type ids)`` of homogeneous edge ids: zeros and ``ids``."""
+        ids = as_id_tensor(ids)
+        return torch.zeros_like(ids), ids
+
+    def map_to_homo_nid(self, ids: IdLike, ntype: str) -> torch.Tensor:
+        """Homogeneous ids of per-type node ids: ``ids`` for the one node type."""
+        check_ntype(ntype)
+        return as_id_tensor(ids)
+
+    def map_to_homo_eid(self, ids: IdLike, etype) -> torch.Tensor:
+        """Homogeneous ids of per-type edge ids: ``ids`` for the one edge type."""
+        check_etype(etype)
+        return as_id_tensor(ids)
 
     def __repr__(self) -> str:
         return (f"RangePartitionBook(partid={self._part_id}, num_parts={self._num_parts}, "
                 f"num_nodes={self._num_nodes()}, num_edges={self._num_edges()})")
 
 
-class _PartitionPolicy:
-    """Shared logic of the node and edge policies: one id space of a partition book."""
+class PartitionPolicy:
+    """Row partitioning of node or edge data by a partition book, as DGL's class.
 
-    kind = ""
+    ``policy_str`` is ``"node~_N"`` or ``"edge~_N:_E:_N"`` (``"node"``, ``"edge"`` and
+    ``"edge~_E"`` are read as those); :class:`NodePartitionPolicy` and
+    :class:`EdgePartitionPolicy` build them from a type.
 
-    def __init__(self, partition_book: RangePartitionBook, type_name):
+    Raises
+    ------
+    ValueError
+        ``policy_str`` starts with neither ``node`` nor ``edge``.
+    NotImplementedError
+        It names a type other than the homogeneous graph's.
+    """
+
+    def __init__(self, policy_str: str, partition_book: RangePartitionBook):
+        kind, _, type_name = str(policy_str).partition("~")
+        if kind == "node":
+            self.type_name = check_ntype(type_name or DEFAULT_NTYPE)
+        elif kind == "edge":
+            self.type_name = check_etype(type_name or DEFAULT_ETYPE_STR)
+        else:
+            raise ValueError(f"policy_str must start with 'node' or 'edge', got "
+                             f"{policy_str!r}")
+        self.kind = kind
         self._partition_book = partition_book
-        self.type_name = type_name
+
+    @property
+    def is_node(self) -> bool:
+        """Whether this policy partitions node data."""
+        return self.kind == "node"
 
     @property
     def partition_book(self) -> RangePartitionBook:
@@ -235,20 +321,19 @@ class _PartitionPolicy:
         return int(self._ranges()[-1, 1])
 
 
-class NodePartitionPolicy(_PartitionPolicy):
-    """Row partitioning of node data by the owner of each node id."""
+class NodePartitionPolicy(PartitionPolicy):
+    """Row partitioning of node data by the owner of each node id.
 
-    kind = "node"
+    ``ntype`` must be ``"_N"`` (``NotImplementedError`` otherwise)."""
 
     def __init__(self, partition_book: RangePartitionBook, ntype: str = DEFAULT_NTYPE):
-        super().__init__(partition_book, ntype)
+        super().__init__(f"node~{check_ntype(ntype)}", partition_book)
 
 
-class EdgePartitionPolicy(_PartitionPolicy):
-    """Row partitioning of edge data by the owner (destination's partition) of each edge."""
+class EdgePartitionPolicy(PartitionPolicy):
+    """Row partitioning of edge data by the owner (destination's partition) of each edge.
 
-    kind = "edge"
+    ``etype`` must name the one edge type (``NotImplementedError`` otherwise)."""
 
     def __init__(self, partition_book: RangePartitionBook, etype=DEFAULT_ETYPE):
-        super().__init__(partition_book, tuple(etype) if not isinstance(etype, str)
-                         else tuple(etype.split(":")))
+        super().__init__("edge~" + ":".join(check_etype(etype)), partition_book)

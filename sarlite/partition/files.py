@@ -169,8 +169,9 @@ def write_json(path: str | os.PathLike, obj: dict) -> None:
     atomic_write(path, write)
 
 
-def write_graph(path: str | os.PathLike, graph: dgl.DGLGraph) -> None:
-    atomic_write(path, lambda tmp: dgl.save_graphs(tmp, [graph]))
+def write_graph(path: str | os.PathLike, graph: dgl.DGLGraph, formats=None) -> None:
+    """Save ``graph`` to ``path`` in the sparse ``formats`` (``dgl.save_graphs``'s)."""
+    atomic_write(path, lambda tmp: dgl.save_graphs(tmp, [graph], formats=formats))
 
 
 def write_tensors(path: str | os.PathLike, tensors: dict) -> None:
@@ -237,6 +238,8 @@ def _part_files(part_config: str | os.PathLike, meta: dict, part_id: int) -> dic
 def load_partition_book(part_config: str | os.PathLike, part_id: int):
     """Read the partition book of a partition, as ``dgl.distributed.load_partition_book``.
 
+    Reads the JSON only (no collective).
+
     Returns
     -------
     (RangePartitionBook, str, dict, dict)
@@ -271,8 +274,25 @@ def _first_line(err: Exception) -> str:
     return re.sub(r"^\[[0-9:]+\] \S+:\d+: ", "", text.splitlines()[0] if text else "")
 
 
-def load_partition(part_config: str | os.PathLike, part_id: int, load_feats: bool = True):
+def load_partition(part_config: str | os.PathLike, part_id: int, load_feats: bool = True,
+                   use_graphbolt: bool = False):
     """Load one partition, returning what ``dgl.distributed.load_partition`` returns.
+
+    Takes DGL 2.1's parameters in its order. Reads files only (no collective); any process
+    may call it for any partition.
+
+    Parameters
+    ----------
+    part_config:
+        The partition JSON.
+    part_id:
+        The partition to load, ``0 <= part_id < num_parts``.
+    load_feats:
+        Also read the node and edge features (else both dicts are empty).
+    use_graphbolt:
+        Must be ``False``: DGL then returns a GraphBolt sampling graph instead of a
+        ``DGLGraph``, which sarlite does not build; ``True`` raises
+        ``NotImplementedError``.
 
     Returns
     -------
@@ -287,7 +307,13 @@ def load_partition(part_config: str | os.PathLike, part_id: int, load_feats: boo
         The config or one of this partition's files is missing.
     ValueError
         ``part_id`` is out of range, or a file is corrupt.
+    NotImplementedError
+        ``use_graphbolt=True``.
     """
+    if use_graphbolt:
+        raise NotImplementedError("load_partition: use_graphbolt=True is not supported: "
+                                  "sarlite loads DGL partitions as DGLGraphs only; use "
+                                  "dgl.distributed.load_partition for GraphBolt partitions")
     meta = read_part_config(part_config)
     files = _part_files(part_config, meta, part_id)
     book, graph_name, ntypes, etypes = load_partition_book(part_config, part_id)
@@ -297,3 +323,29 @@ def load_partition(part_config: str | os.PathLike, part_id: int, load_feats: boo
         node_feats = _read(files["node_feats"], load_tensors, "node features")
         edge_feats = _read(files["edge_feats"], load_tensors, "edge features")
     return graph, node_feats, edge_feats, book, graph_name, list(ntypes), [DEFAULT_ETYPE]
+
+
+def load_partition_feats(part_config: str | os.PathLike, part_id: int,
+                         load_nodes: bool = True, load_edges: bool = True):
+    """The features of one partition, as ``dgl.distributed.load_partition_feats``.
+
+    Reads files only (no collective).
+
+    Returns
+    -------
+    (dict or None, dict or None)
+        ``{"_N/<name>": owned rows}`` (``None`` unless ``load_nodes``) and
+        ``{"_N:_E:_N/<name>": owned rows}`` (``None`` unless ``load_edges``).
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        As :func:`load_partition`.
+    """
+    meta = read_part_config(part_config)
+    files = _part_files(part_config, meta, part_id)
+    node_feats = _read(files["node_feats"], load_tensors, "node features") \
+        if load_nodes else None
+    edge_feats = _read(files["edge_feats"], load_tensors, "edge features") \
+        if load_edges else None
+    return node_feats, edge_feats

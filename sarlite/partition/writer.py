@@ -19,7 +19,7 @@ _RESERVED = {dgl.NID, dgl.EID, "inner_node", "inner_edge", "part_id"}
 
 
 def _check_inputs(g: dgl.DGLGraph, graph_name: str, num_parts: int, out_path,
-                  part_method: str, objective: str, num_hops: int, balance_ntypes) -> None:
+                  part_method: str, objtype: str, num_hops: int, balance_ntypes) -> None:
     if len(g.ntypes) != 1 or len(g.canonical_etypes) != 1:
         raise NotImplementedError("partition_graph supports homogeneous graphs only, got "
                                   f"node types {g.ntypes} and edge types {g.canonical_etypes}")
@@ -28,7 +28,7 @@ def _check_inputs(g: dgl.DGLGraph, graph_name: str, num_parts: int, out_path,
     if not isinstance(num_parts, int) or not 1 <= num_parts <= max(g.num_nodes(), 1):
         raise ValueError(f"num_parts must be an integer in [1, {g.num_nodes()}] (the number "
                          f"of nodes), got {num_parts!r}")
-    check_method(part_method, objective)
+    check_method(part_method, objtype)
     if not isinstance(num_hops, int) or num_hops < 1:
         raise ValueError(f"num_hops must be a positive integer, got {num_hops!r}")
     if Path(out_path).exists() and not Path(out_path).is_dir():
@@ -36,6 +36,26 @@ def _check_inputs(g: dgl.DGLGraph, graph_name: str, num_parts: int, out_path,
     if balance_ntypes is not None and len(balance_ntypes) != g.num_nodes():
         raise ValueError(f"balance_ntypes has {len(balance_ntypes)} entries but the graph "
                          f"has {g.num_nodes()} nodes")
+
+
+def _check_dgl_options(num_trainers_per_machine, use_graphbolt: bool, kwargs: dict) -> None:
+    """Refuse DGL options whose non-default values sarlite cannot honour."""
+    if num_trainers_per_machine != 1:
+        raise ValueError(f"partition_graph: num_trainers_per_machine="
+                         f"{num_trainers_per_machine!r} is not supported: sarlite runs one "
+                         f"trainer per partition; partition into num_parts * "
+                         f"num_trainers_per_machine parts and launch that many workers")
+    if use_graphbolt:
+        raise NotImplementedError(
+            "partition_graph: use_graphbolt=True is not supported: sarlite writes DGL "
+            "partitions only; convert them with dgl.distributed.dgl_partition_to_graphbolt"
+            "(part_config) if DGL's GraphBolt sampler needs them")
+    if kwargs:
+        hint = " (sarlite's former 'objective' is DGL's 'objtype')" \
+            if "objective" in kwargs else ""
+        raise TypeError(f"partition_graph got unexpected keyword argument(s) "
+                        f"{sorted(kwargs)}{hint}; DGL passes extra keywords to its GraphBolt "
+                        f"conversion only, which sarlite does not do")
 
 
 def _mkdir(path: Path, parents: bool = False) -> None:
@@ -90,10 +110,11 @@ def _halo_graph(src: torch.Tensor, dst: torch.Tensor, node_ranges: torch.Tensor,
 
 
 def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
-                    out_path: str | os.PathLike, part_method: str = "metis",
+                    out_path: str | os.PathLike, num_hops: int = 1, part_method: str = "metis",
                     balance_ntypes=None, balance_edges: bool = False,
-                    objective: str = "cut", num_hops: int = 1,
-                    return_mapping: bool = False, seed: int = 0):
+                    return_mapping: bool = False, num_trainers_per_machine: int = 1,
+                    objtype: str = "cut", graph_formats=None, use_graphbolt: bool = False,
+                    *, seed: int = 0, **kwargs):
     """Partition ``g`` and save it in DGL 2.x's format, readable by ``dgl.distributed``.
 
     Nodes are assigned to partitions (METIS k-way on the symmetrised graph, or a balanced
@@ -101,6 +122,9 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
     within a partition nodes keep their original relative order. Every edge belongs to the
     partition of its destination and edges are renumbered the same way. All ``g.ndata`` and
     ``g.edata`` fields are saved, rows of owned nodes/edges only.
+
+    The parameters are ``dgl.distributed.partition_graph``'s (DGL 2.1), in its order;
+    ``seed`` is sarlite's own and keyword-only. Runs on one process (no collective).
 
     Parameters
     ----------
@@ -112,22 +136,37 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
         Number of partitions, between 1 and the number of nodes.
     out_path:
         Output directory (created if needed).
+    num_hops:
+        Hops of halo nodes stored with each partition.
     part_method:
-        ``"metis"`` or ``"random"``.
+        ``"metis"`` or ``"random"`` (DGL 2.1's two methods).
     balance_ntypes:
         Optional integer class per node (e.g. the train mask) whose classes should be spread
         evenly; combined with ``balance_edges`` into one METIS vertex weight (see
         :func:`sarlite.partition.assign.vertex_weights`).
     balance_edges:
         Also balance the number of owned (in-)edges.
-    objective:
-        ``"cut"`` (minimise edge cut) or ``"vol"`` (minimise communication volume).
-    num_hops:
-        Hops of halo nodes stored with each partition.
     return_mapping:
         Return ``(orig_nids, orig_eids)``: the original id of every new node and edge id.
+    num_trainers_per_machine:
+        Must be 1: sarlite runs one trainer per partition. DGL's value above 1 (split each
+        partition again by trainer, stored as ``trainer_id``) raises ``ValueError``;
+        partition into ``num_parts * num_trainers_per_machine`` parts instead.
+    objtype:
+        METIS objective: ``"cut"`` (minimise edge cut) or ``"vol"`` (minimise
+        communication volume).
+    graph_formats:
+        Sparse formats (``"coo"``, ``"csr"``, ``"csc"``, a string or a list) the partition
+        graphs are saved in, as ``dgl.save_graphs`` takes them; ``None`` lets DGL choose.
+    use_graphbolt:
+        Must be ``False``: sarlite writes DGL partitions only. ``True`` raises
+        ``NotImplementedError``; convert afterwards with
+        ``dgl.distributed.dgl_partition_to_graphbolt(part_config)`` if you need both.
     seed:
-        Seed of the METIS or random assignment.
+        Keyword-only (sarlite). Seed of the METIS or random assignment.
+    kwargs:
+        DGL passes these to its GraphBolt conversion only; sarlite accepts none (any
+        raises ``TypeError``, so a misspelt argument is never silently ignored).
 
     Returns
     -------
@@ -137,9 +176,11 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
     Raises
     ------
     NotImplementedError
-        ``g`` is heterogeneous.
+        ``g`` is heterogeneous, or ``use_graphbolt=True``.
     ValueError
-        An argument is out of range.
+        An argument is out of range, or ``num_trainers_per_machine`` is not 1.
+    TypeError
+        A keyword argument that is not DGL's nor sarlite's.
     NotADirectoryError
         ``out_path`` is a file.
     OSError
@@ -154,7 +195,8 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
     >>> orig_nids, _ = sarlite.partition_graph(g, "toy", 2, "out/", return_mapping=True)
     >>> graph, nfeat, efeat, gpb, *_ = sarlite.load_partition("out/toy.json", 0)
     """
-    _check_inputs(g, graph_name, num_parts, out_path, part_method, objective, num_hops,
+    _check_dgl_options(num_trainers_per_machine, use_graphbolt, kwargs)
+    _check_inputs(g, graph_name, num_parts, out_path, part_method, objtype, num_hops,
                   balance_ntypes)
     out = Path(out_path)
     _mkdir(out, parents=True)
@@ -165,7 +207,7 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
     if part_method == "metis":
         parts = metis_assignment(g, num_parts, None if balance_ntypes is None
                                  else torch.as_tensor(balance_ntypes), balance_edges,
-                                 objective, seed)
+                                 objtype, seed)
     else:
         parts = random_assignment(g.num_nodes(), num_parts, seed)
     log.info("assigned %d nodes to %d parts (%s) in %.1fs", g.num_nodes(), num_parts,
@@ -197,7 +239,8 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
         elo, ehi = edge_ranges[part].tolist()
         lo, hi = node_ranges[part].tolist()
         write_graph(part_dir / "graph.dgl",
-                    _halo_graph(src, dst, node_ranges, (elo, ehi), part, num_hops))
+                    _halo_graph(src, dst, node_ranges, (elo, ehi), part, num_hops),
+                    graph_formats)
         write_tensors(part_dir / "node_feat.dgl",
                       {f"{DEFAULT_NTYPE}/{k}": v[orig_nids[lo:hi]]
                        for k, v in g.ndata.items() if k not in _RESERVED})

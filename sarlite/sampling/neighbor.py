@@ -19,7 +19,7 @@ import torch
 from ..comm import exchange_sizes, world_size
 from ..kv.protocol import KVCall, validated
 from ..kv.routing import ask_owners
-from ..partition.book import as_id_tensor
+from ..partition.book import as_id_tensor, check_etype, check_ntype
 
 EDGE_DIRS = ("in", "out")
 
@@ -29,6 +29,26 @@ def check_fanout(fanout) -> None:
     if not isinstance(fanout, int) or isinstance(fanout, bool) or fanout < -1:
         raise ValueError(f"fanout must be an integer >= -1 (-1: all neighbours), got "
                          f"{fanout!r}")
+
+
+def _homogeneous(ids, check_type):
+    """``ids``, or the one value of a ``{type: ids}`` dict whose type ``check_type``
+    accepts (DGL takes both forms for a homogeneous graph)."""
+    if not isinstance(ids, dict):
+        return ids
+    if len(ids) != 1:
+        raise NotImplementedError(f"ids of several types {sorted(map(str, ids))}: sarlite "
+                                  f"supports homogeneous graphs only")
+    (kind, value), = ids.items()
+    check_type(kind)
+    return value
+
+
+def _excluded(exclude_edges) -> torch.Tensor | None:
+    """``exclude_edges`` as int64 global edge ids (``None`` stays ``None``)."""
+    if exclude_edges is None:
+        return None
+    return as_id_tensor(_homogeneous(exclude_edges, check_etype))
 
 
 def _checked_seeds(g, seeds, fanout, edge_dir: str, prob: str | None) -> torch.Tensor:
@@ -44,7 +64,7 @@ def _checked_seeds(g, seeds, fanout, edge_dir: str, prob: str | None) -> torch.T
         if shape not in ((), (1,)):
             raise ValueError(f"prob feature {prob!r} must hold one value per edge, got "
                              f"rows of shape {shape}")
-    ids = torch.unique(as_id_tensor(seeds))
+    ids = torch.unique(as_id_tensor(_homogeneous(seeds, check_ntype)))
     num_nodes = g.num_nodes()
     if ids.numel() and (int(ids[0]) < 0 or int(ids[-1]) >= num_nodes):
         raise ValueError(f"seed node ids must be in [0, {num_nodes}), got values in "
@@ -115,27 +135,35 @@ def _sample_owned(g, requests: list[torch.Tensor], fanout: int, edge_dir: str,
 
 
 def _gather_edges(g, seeds, fanout: int, edge_dir: str, prob: str | None,
-                  replace: bool, call: KVCall) -> dgl.DGLGraph:
-    ids = validated(call, lambda: _checked_seeds(g, seeds, fanout, edge_dir, prob))
+                  replace: bool, call: KVCall, exclude_edges=None) -> dgl.DGLGraph:
+    ids, excluded = validated(call, lambda: (
+        _checked_seeds(g, seeds, fanout, edge_dir, prob), _excluded(exclude_edges)))
     owners = g.get_partition_book().nid2partid(ids)
     answers = ask_owners(ids, owners, lambda requests: _sample_owned(
         g, requests, fanout, edge_dir, prob, replace), call)
     rows = torch.cat(answers)
+    if excluded is not None and excluded.numel():
+        rows = rows[~torch.isin(rows[:, 2], excluded)]
     frontier = dgl.graph((rows[:, 0], rows[:, 1]), num_nodes=g.num_nodes())
     frontier.edata[dgl.EID] = rows[:, 2]
     return frontier
 
 
-def sample_neighbors(g, seeds, fanout: int, edge_dir: str = "in", prob: str | None = None,
-                     replace: bool = False) -> dgl.DGLGraph:
+def sample_neighbors(g, nodes, fanout: int, edge_dir: str = "in", prob: str | None = None,
+                     replace: bool = False, use_graphbolt: bool = False, *,
+                     exclude_edges=None) -> dgl.DGLGraph:
     """Sample up to ``fanout`` in- (or out-) edges of every seed node, across partitions.
+
+    ``dgl.distributed.sample_neighbors``'s parameters (DGL 2.1), in its order;
+    ``exclude_edges`` is keyword-only.
 
     Parameters
     ----------
     g:
         The :class:`~sarlite.sampling.DistGraph`.
-    seeds:
-        Global node ids (tensor, array or list; duplicates are sampled once); may be empty.
+    nodes:
+        Global node ids (tensor, array or list, or DGL's ``{"_N": ids}``; duplicates are
+        sampled once); may be empty.
     fanout:
         Edges to pick per seed; ``-1`` picks all of them.
     edge_dir:
@@ -145,14 +173,25 @@ def sample_neighbors(g, seeds, fanout: int, edge_dir: str = "in", prob: str | No
         per edge: the unnormalised chance of picking the edge; 0 never picks it.
     replace:
         Sample with replacement (then every seed with a candidate gets ``fanout`` edges).
+    use_graphbolt:
+        Ignored: DGL picks its GraphBolt sampling kernel with it; sarlite always samples
+        with ``dgl.sampling.sample_neighbors`` on the local partition.
+    exclude_edges:
+        Keyword-only. Global edge ids (tensor, array, list or ``{etype: ids}``) to leave
+        out of the result. As ``dgl.sampling.sample_neighbors`` does in DGL 2.1, the
+        edges are sampled first and the excluded ones are dropped from the sample
+        afterwards, so a seed may get fewer than ``fanout`` edges (and the random draws
+        are those of the same call without ``exclude_edges``). Each rank's list applies
+        to its own result only. (DGL 2.1's ``dgl.distributed.sample_neighbors`` has no
+        such argument, and its ``DistGraph.sample_neighbors`` accepts it but ignores it.)
 
     Returns
     -------
     dgl.DGLGraph
         A graph over all ``g.num_nodes()`` global node ids holding the sampled edges,
         with ``edata[dgl.EID]`` their global edge ids (as DGL's distributed sampler).
-        Without replacement a seed gets ``min(fanout, degree)`` distinct edges; a seed
-        without candidates gets none.
+        Without replacement a seed gets ``min(fanout, degree)`` distinct edges (fewer
+        when some are excluded); a seed without candidates gets none.
 
     Collective and blocking: every rank must call it, in the same order and with the same
     ``fanout``, ``edge_dir``, ``prob`` and ``replace``, also with no seeds (two row
@@ -164,17 +203,23 @@ def sample_neighbors(g, seeds, fanout: int, edge_dir: str = "in", prob: str | No
         On the rank that passed them: seed ids outside the graph, a bad ``fanout`` or
         ``edge_dir``, or a ``prob`` that is not an edge feature with one value per edge;
         on every rank when a candidate edge has a negative ``prob``.
+    TypeError
+        Non-integer ``exclude_edges`` (on the rank that passed them).
+    NotImplementedError
+        ``nodes`` or ``exclude_edges`` given for a node or edge type other than the
+        homogeneous graph's.
     CollectiveError
         On the other ranks when one rank's arguments were bad or differ from theirs (the
         check runs before any data moves), or when a rank died.
     """
     call = KVCall(f"sample_neighbors(fanout={fanout!r}, edge_dir={edge_dir!r}, "
                   f"prob={prob!r}, replace={replace!r})", "sample_neighbors")
-    return _gather_edges(g, seeds, fanout, edge_dir, prob, replace, call)
+    return _gather_edges(g, nodes, fanout, edge_dir, prob, replace, call, exclude_edges)
 
 
 def in_subgraph(g, nodes) -> dgl.DGLGraph:
-    """All in-edges of ``nodes`` (global ids), as DGL's ``dgl.distributed.in_subgraph``.
+    """All in-edges of ``nodes`` (global ids, or ``{"_N": ids}``), as DGL's
+    ``dgl.distributed.in_subgraph`` (DGL 2.1's parameters).
 
     Returns a graph over all ``g.num_nodes()`` global node ids with ``edata[dgl.EID]``
     the global edge ids. Collective and blocking: every rank must call it, in the same

@@ -16,6 +16,7 @@ import torch
 
 from ..comm.context import rank as current_rank
 from ..partition import RangePartitionBook
+from ..partition.book import DEFAULT_ETYPE, DEFAULT_NTYPE, check_etype, check_ntype
 
 
 def _mask_values(mask, partition_book: RangePartitionBook | None, what: str
@@ -70,8 +71,11 @@ def _check_rank(rank: int | None, book: RangePartitionBook) -> int:
 
 
 def node_split(nodes, partition_book: RangePartitionBook | None = None,
-               rank: int | None = None, force_even: bool = True) -> torch.Tensor:
+               ntype: str = DEFAULT_NTYPE, rank: int | None = None, force_even: bool = True,
+               node_trainer_ids=None) -> torch.Tensor:
     """The global node ids of ``nodes``' true entries that rank ``rank`` should process.
+
+    ``dgl.distributed.node_split``'s parameters (DGL 2.1), in its order.
 
     Parameters
     ----------
@@ -81,12 +85,21 @@ def node_split(nodes, partition_book: RangePartitionBook | None = None,
         every rank must call).
     partition_book:
         The graph's partition book; optional only for a ``DistTensor`` mask.
+    ntype:
+        Must be ``"_N"``: sarlite's graphs are homogeneous (``NotImplementedError``
+        otherwise).
     rank:
         Whose share to return (default: this process's rank); one rank per partition.
     force_even:
         ``True``: every rank gets ``count // P`` or ``count // P + 1`` ids, as many of
         them owned by the rank as possible (see the module docstring). ``False``: the
         masked ids the rank's partition owns.
+    node_trainer_ids:
+        Ignored: DGL uses it to split a partition's share between several trainers of one
+        machine, and sarlite runs one trainer per partition.
+
+    Which ranks call it: any rank, any number of times, when ``nodes`` is a tensor or
+    array (no communication); every rank, in the same order, when it is a ``DistTensor``.
 
     Returns
     -------
@@ -101,7 +114,10 @@ def node_split(nodes, partition_book: RangePartitionBook | None = None,
         nodes, or a rank outside the partitions.
     TypeError
         A float or multi-dimensional mask.
+    NotImplementedError
+        ``ntype`` is not ``"_N"``.
     """
+    check_ntype(ntype)
     mask, book = _mask_values(nodes, partition_book, "node")
     if mask.numel() != book._num_nodes():
         raise ValueError(f"node_split: the mask has {mask.numel()} entries but the graph "
@@ -110,17 +126,23 @@ def node_split(nodes, partition_book: RangePartitionBook | None = None,
 
 
 def edge_split(edges, partition_book: RangePartitionBook | None = None,
-               rank: int | None = None, force_even: bool = True) -> torch.Tensor:
+               etype=DEFAULT_ETYPE[1], rank: int | None = None, force_even: bool = True,
+               edge_trainer_ids=None) -> torch.Tensor:
     """The global edge ids of ``edges``' true entries that rank ``rank`` should process.
 
-    Same as :func:`node_split` over edge ids: ``edges`` is a ``(num_edges,)`` mask and an
-    edge is owned by its destination's partition.
+    ``dgl.distributed.edge_split``'s parameters (DGL 2.1), in its order. Same as
+    :func:`node_split` over edge ids: ``edges`` is a ``(num_edges,)`` mask and an edge is
+    owned by its destination's partition. ``etype`` must name the one edge type (``"_E"``,
+    ``"_N:_E:_N"`` or ``("_N", "_E", "_N")``); ``edge_trainer_ids`` is ignored (one
+    trainer per partition). Collective only for a ``DistTensor`` mask, as
+    :func:`node_split`.
 
     Raises
     ------
-    ValueError, TypeError
-        As :func:`node_split`, for the number of edges.
+    ValueError, TypeError, NotImplementedError
+        As :func:`node_split`, for the number of edges and the edge type.
     """
+    check_etype(etype)
     mask, book = _mask_values(edges, partition_book, "edge")
     if mask.numel() != book._num_edges():
         raise ValueError(f"edge_split: the mask has {mask.numel()} entries but the graph "
