@@ -1,30 +1,63 @@
-"""Mini-batches of sampled message-flow graphs, in every rank's main process.
+"""Mini-batch loaders with DGL 2.1's signatures, run in every rank's main process.
 
-:class:`DistNeighborSampler` turns seed nodes into one DGL block per layer with
-:func:`sample_neighbors`; :class:`DistNodeDataLoader` cuts this rank's training ids into
-batches and samples each. Sampling and feature pulls are collectives, so they run in the
-main process (collectives cannot run in worker processes) and **every rank yields the
-same number of batches**: the loader agrees on the largest batch count of any rank, and a
-rank that has run out of ids yields empty batches (no output nodes, blocks with no
-nodes) until the others finish. Each id is then used exactly once per epoch, and training
-on uneven splits cannot hang (DGL's loader hangs there, dgl#3538). A training step on an
-empty batch still has to take part in the gradient all-reduce.
+:class:`DistDataLoader` (``dgl.distributed.DistDataLoader``) cuts a dataset into batches
+and hands each to a ``collate_fn``; :class:`DistNodeDataLoader`
+(``dgl.dataloading.DistNodeDataLoader``) does so with a rank's seed node ids and a graph
+sampler: sarlite's :class:`DistNeighborSampler` or DGL's own sampler objects
+(``dgl.dataloading.NeighborSampler``, ``MultiLayerFullNeighborSampler``, anything with
+``sample(g, seeds)`` or ``sample_blocks(g, seeds)``) called on the
+:class:`~sarlite.sampling.DistGraph`. The edge loader is in :mod:`.edge_dataloader`.
+
+**Every rank yields the same number of batches.** Sampling and feature pulls are
+collectives (every rank takes part in each), so they run in the main process (collectives
+cannot run in worker processes; ``num_workers`` is ignored) and the loaders agree, when
+they are made, on the largest batch count of any rank. A rank that has run out of ids
+then yields **empty batches** (no seeds: 0 output nodes, blocks with no nodes) until the
+others finish; its sampler still runs, so the collectives line up. Each id is used exactly
+once per epoch, and uneven splits cannot hang (DGL's loader hangs there, dgl#3538).
+
+**Training on an empty batch.** Run the step as usual (the feature pulls are collectives
+too, so do not ``continue`` past them): the model's forward on empty blocks gives an
+empty prediction. A mean loss over it is ``nan`` (``F.cross_entropy`` of nothing); use
+:func:`~sarlite.sampling.mean_loss` on per-element losses instead: the mean over every
+rank's batch, 0 on an empty rank, connected to the model's parameters so that DDP's
+gradient all-reduce (or :func:`sarlite.all_reduce_gradients`) still runs, with exact
+gradients. :func:`~sarlite.sampling.is_empty_batch` tells a rank that its batch is empty
+(to leave it out of logged metrics)::
+
+    for input_nodes, seeds, blocks in loader:          # same count on every rank
+        x = g.ndata["feat"][input_nodes]               # collective: every batch
+        y = g.ndata["label"][seeds]
+        pred = model(blocks, x)
+        loss = mean_loss(F.cross_entropy(pred, y, reduction="none"), model)
+        optimizer.zero_grad()
+        loss.backward()                                # DDP all-reduces here
+        optimizer.step()
 """
 from __future__ import annotations
 
 import math
-from typing import Iterator, Sequence
+from collections.abc import Mapping
+from typing import Any, Callable, Iterator, Sequence
 
 import dgl
 import torch
 
 from ..comm import exchange_sizes, world_size
-from ..partition.book import as_id_tensor
+from ..partition.book import DEFAULT_NTYPE, as_id_tensor
 from .neighbor import check_fanout, sample_neighbors
+from .prefetch import fetch_lazy_features, to_device
+
+#: Keyword arguments of torch's and DGL's loaders that have no meaning here: sampling is a
+#: collective, so it always runs in the main process.
+IGNORED_KWARGS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
 
 
 class DistNeighborSampler:
     """Sample a block per layer, ``fanouts[l]`` neighbours per node for layer ``l``.
+
+    sarlite's sampler; DGL's ``dgl.dataloading.NeighborSampler`` works on a DistGraph too.
+    This one pulls its prefetched data eagerly inside :meth:`sample_blocks`.
 
     Parameters
     ----------
@@ -55,24 +88,29 @@ class DistNeighborSampler:
         self.replace = replace
         self.prefetch_node_feats = list(prefetch_node_feats or ())
         self.prefetch_labels = list(prefetch_labels or ())
+        self.output_device = None          # read by dgl.dataloading.as_edge_prediction_sampler
 
-    def sample_blocks(self, g, seed_nodes) -> tuple[torch.Tensor, torch.Tensor, list]:
+    def sample_blocks(self, g, seed_nodes, exclude_eids=None
+                      ) -> tuple[torch.Tensor, torch.Tensor, list]:
         """``(input_nodes, output_nodes, blocks)`` for ``seed_nodes`` (distinct global ids).
 
         ``blocks[l]`` is a DGL block whose ``srcdata[dgl.NID]`` / ``dstdata[dgl.NID]`` are
         global node ids (destination nodes first among the sources) and whose
         ``edata[dgl.EID]`` are global edge ids; ``output_nodes`` equals ``seed_nodes``
-        and ``input_nodes`` is ``blocks[0].srcdata[dgl.NID]``.
+        and ``input_nodes`` is ``blocks[0].srcdata[dgl.NID]``. ``exclude_eids``: global
+        edge ids never sampled (as DGL's samplers; link prediction passes the batch's
+        edges).
 
         Collective and blocking: every rank calls it in the same order, also with no
         seeds (one :func:`sample_neighbors` per layer, then the feature pulls).
         """
         seeds = as_id_tensor(seed_nodes)
         output_nodes = seeds
+        options = {} if exclude_eids is None else {"exclude_edges": exclude_eids}
         blocks = []
         for fanout in reversed(self.fanouts):
             frontier = sample_neighbors(g, seeds, fanout, prob=self.prob,
-                                        replace=self.replace)
+                                        replace=self.replace, **options)
             block = dgl.to_block(frontier, seeds)
             block.edata[dgl.EID] = frontier.edata[dgl.EID][block.edata[dgl.EID]]
             seeds = block.srcdata[dgl.NID]
@@ -83,58 +121,200 @@ class DistNeighborSampler:
             blocks[-1].dstdata[name] = g.ndata[name][output_nodes]
         return seeds, output_nodes, blocks
 
+    def sample(self, g, seed_nodes, exclude_eids=None) -> tuple[torch.Tensor, torch.Tensor,
+                                                                  list]:
+        """The same as :meth:`sample_blocks` (DGL's sampler interface). Collective."""
+        return self.sample_blocks(g, seed_nodes, exclude_eids)
 
-class DistNodeDataLoader:
-    """Batches of this rank's node ids with their sampled blocks, for distributed training.
 
-    Iterating yields ``(input_nodes, output_nodes, blocks)`` from
-    ``graph_sampler.sample_blocks``. ``len(loader)`` is the same on every rank: the
-    largest number of batches of any rank (``ceil(len(nids) / batch_size)``, or the floor
-    with ``drop_last``); a rank with fewer yields empty batches after its own.
+def check_batch_size(batch_size) -> None:
+    """Raise ``ValueError`` unless ``batch_size`` is a positive integer."""
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+
+
+def loader_kwargs(kwargs: dict[str, Any], what: str) -> dict[str, Any]:
+    """The keyword arguments of :class:`DistDataLoader` among ``kwargs``, without the
+    :data:`IGNORED_KWARGS`. Raises ``TypeError`` naming any other keyword."""
+    known = ("batch_size", "shuffle", "drop_last", "queue_size")
+    unknown = sorted(set(kwargs) - set(known) - set(IGNORED_KWARGS))
+    if unknown:
+        raise TypeError(f"{what} got unexpected keyword arguments {unknown}; it takes "
+                        f"{list(known)} (and ignores {list(IGNORED_KWARGS)})")
+    return {key: value for key, value in kwargs.items() if key in known}
+
+
+def one_type_ids(ids, types: Sequence, what: str) -> torch.Tensor:
+    """``ids`` as an int64 tensor; a ``{type: ids}`` dict must hold only the graph's one
+    type (one of ``types``). Raises ``ValueError`` otherwise. Local."""
+    if isinstance(ids, Mapping):
+        if len(ids) != 1 or next(iter(ids)) not in types:
+            raise ValueError(f"{what}: the graph has one type {types[0]!r}, got ids for "
+                             f"{sorted(map(str, ids))}")
+        ids = next(iter(ids.values()))
+    return as_id_tensor(ids)
+
+
+def sampler_call(sampler, what: str) -> Callable:
+    """The method of ``sampler`` a loader calls per batch: ``sample`` (DGL's interface;
+    with a ``dgl.dataloading.BlockSampler`` its lazy features are then pulled), else
+    ``sample_blocks``. Raises ``TypeError`` when it has neither."""
+    for name in ("sample", "sample_blocks"):
+        method = getattr(sampler, name, None)
+        if callable(method):
+            return method
+    raise TypeError(f"{what} needs a graph sampler with a sample(g, seeds) or "
+                    f"sample_blocks(g, seeds) method, got {type(sampler).__name__}")
+
+
+class DistDataLoader:
+    """Batches of a dataset, the same number on every rank, as
+    ``dgl.distributed.DistDataLoader``.
+
+    Parameters
+    ----------
+    dataset:
+        This rank's items (a tensor of node or edge ids, or anything with ``len`` and
+        integer indexing).
+    batch_size:
+        Items per batch (the last one may be smaller).
+    shuffle:
+        Reshuffle every epoch (torch's global generator: ``torch.manual_seed`` makes it
+        reproducible).
+    collate_fn:
+        Called with each batch, a list of items (tensor items become Python scalars, as
+        in DGL); its result is yielded. ``None`` yields the list itself. It is called for
+        the empty batches too, with ``[]``, so a sampling ``collate_fn`` takes part in
+        every collective.
+    drop_last:
+        Drop this rank's last incomplete batch.
+    queue_size:
+        Ignored (DGL's prefetch queue of sampler processes; sampling runs in the main
+        process here).
+
+    ``len(loader)`` is the same on every rank: the largest number of batches of any rank
+    (``ceil(len(dataset) / batch_size)``, or the floor with ``drop_last``); a rank with
+    fewer yields empty batches after its own (see the module docstring for training on
+    them).
+
+    Constructing it is a **collective** (one size exchange): every rank makes its loader
+    at the same point, even with an empty dataset. Iterating is in step across ranks: when
+    the batches sample (a ``collate_fn`` or graph sampler that calls collectives), every
+    rank must consume every batch; a rank must not ``break`` out alone.
+
+    Raises
+    ------
+    ValueError
+        A batch size that is not a positive integer.
+    CollectiveError
+        A rank failed or did not construct its loader in time.
+    """
+
+    def __init__(self, dataset, batch_size: int, shuffle: bool = False,
+                 collate_fn: Callable | None = None, drop_last: bool = False,
+                 queue_size: int | None = None):
+        check_batch_size(batch_size)
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.collate_fn = collate_fn
+        self.drop_last = drop_last
+        self.queue_size = queue_size
+        rounding = math.floor if drop_last else math.ceil
+        self.num_local_batches = rounding(len(dataset) / batch_size)
+        self.num_batches = max(exchange_sizes([self.num_local_batches] * world_size()))
+
+    @property
+    def expected_idxs(self) -> int:
+        """The number of batches per epoch (DGL's attribute name)."""
+        return self.num_batches
+
+    def __len__(self) -> int:
+        return self.num_batches
+
+    def __iter__(self) -> Iterator:
+        count = len(self.dataset)
+        order = torch.randperm(count) if self.shuffle else torch.arange(count)
+        for i in range(self.num_batches):
+            index = (order[i * self.batch_size:(i + 1) * self.batch_size]
+                     if i < self.num_local_batches else order[:0])
+            yield self._collate(self._items(index))
+
+    def _items(self, index: torch.Tensor):
+        return [_scalar(self.dataset[i]) for i in index.tolist()]
+
+    def _collate(self, items):
+        return items if self.collate_fn is None else self.collate_fn(items)
+
+
+def _scalar(item):
+    """A one-element tensor as a Python number (also inside a ``(type, id)`` pair)."""
+    if isinstance(item, torch.Tensor) and item.numel() == 1:
+        return item.item()
+    if isinstance(item, tuple) and len(item) == 2:
+        return item[0], _scalar(item[1])
+    return item
+
+
+class DistNodeDataLoader(DistDataLoader):
+    """Batches of this rank's seed nodes with their sampled blocks, as
+    ``dgl.dataloading.DistNodeDataLoader``.
+
+    Iterating yields what the sampler returns for each batch of seeds; for a block
+    sampler, ``(input_nodes, output_nodes, blocks)`` with global node ids and the blocks'
+    ``edata[dgl.EID]`` global edge ids. ``len(loader)`` is the same on every rank; a rank
+    that ran out of seeds yields empty batches (``output_nodes`` empty, blocks without
+    nodes) until the others finish: train on them with
+    :func:`~sarlite.sampling.mean_loss` (module docstring).
 
     Parameters
     ----------
     g:
         The :class:`~sarlite.sampling.DistGraph`.
     nids:
-        Distinct global node ids this rank trains on (e.g. from :func:`node_split`).
+        Distinct global node ids this rank trains on (e.g. from ``node_split``); a tensor,
+        array, list, or ``{"_N": ids}``.
     graph_sampler:
-        A :class:`DistNeighborSampler` (anything with ``sample_blocks(g, seeds)``).
-    batch_size, shuffle, drop_last:
-        As ``torch.utils.data.DataLoader``; shuffling draws from torch's global
-        generator (``torch.manual_seed`` makes it reproducible).
+        DGL's ``dgl.dataloading.NeighborSampler`` / ``MultiLayerFullNeighborSampler`` (their
+        ``prefetch_node_feats``, ``prefetch_labels`` and ``prefetch_edge_feats`` are
+        pulled from ``g``, which DGL's distributed loader does not do), sarlite's
+        :class:`DistNeighborSampler`, or anything with ``sample(g, seeds)`` or
+        ``sample_blocks(g, seeds)`` that calls the graph's collectives the same way on
+        every rank.
+    device:
+        Device of the yielded graphs and tensors (default: CPU, where they are sampled).
+    **kwargs:
+        ``batch_size`` (default 1), ``shuffle``, ``drop_last``: as
+        :class:`DistDataLoader`; ``num_workers``, ``pin_memory``, ``persistent_workers``,
+        ``prefetch_factor`` and ``queue_size`` are accepted and ignored.
 
-    Collective: every rank constructs its loader at the same point (one size exchange)
-    and iterates it in step with the others; every batch is a collective.
+    Constructing it is a collective (one size exchange), and so is every batch (the
+    sampler's collectives and pulls): every rank makes its loader at the same point and
+    iterates it in step with the others.
 
     Raises
     ------
     ValueError
-        Duplicate ids or a batch size below 1.
+        Duplicate ids, ids of several node types, or a batch size below 1.
+    TypeError
+        A sampler with neither ``sample`` nor ``sample_blocks``, or an unknown keyword.
     """
 
-    def __init__(self, g, nids, graph_sampler, batch_size: int = 1, shuffle: bool = False,
-                 drop_last: bool = False):
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    def __init__(self, g, nids, graph_sampler, device=None, **kwargs):
+        options = loader_kwargs(kwargs, "DistNodeDataLoader")
+        options.setdefault("batch_size", 1)
         self.g = g
-        self.nids = as_id_tensor(nids)
+        self.nids = one_type_ids(nids, [DEFAULT_NTYPE], "DistNodeDataLoader nids")
         if torch.unique(self.nids).numel() != self.nids.numel():
             raise ValueError("nids has duplicate node ids; every seed must appear once")
         self.graph_sampler = graph_sampler
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.drop_last = drop_last
-        rounding = math.floor if drop_last else math.ceil
-        self.num_local_batches = rounding(self.nids.numel() / batch_size)
-        self.num_batches = max(exchange_sizes([self.num_local_batches] * world_size()))
+        self._sample = sampler_call(graph_sampler, "DistNodeDataLoader")
+        self.device = device
+        super().__init__(self.nids, collate_fn=self._sample_batch, **options)
 
-    def __len__(self) -> int:
-        return self.num_batches
+    def _items(self, index: torch.Tensor) -> torch.Tensor:
+        return self.nids[index]
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor, list]]:
-        order = self.nids[torch.randperm(self.nids.numel())] if self.shuffle else self.nids
-        for i in range(self.num_batches):
-            seeds = (order[i * self.batch_size:(i + 1) * self.batch_size]
-                     if i < self.num_local_batches else order[:0])
-            yield self.graph_sampler.sample_blocks(self.g, seeds)
+    def _sample_batch(self, seeds: torch.Tensor):
+        result = fetch_lazy_features(self.g, self._sample(self.g, seeds))
+        return to_device(result, self.device)

@@ -4,13 +4,17 @@ Each rank holds its own partition (a :class:`~sarlite.partition.PartitionData`, 
 :func:`~sarlite.partition.load_partition_data`, the one parser of partition files) and
 puts the owned rows of every node and edge feature into the default KV store, so
 ``g.ndata[name][ids]`` works for any global id. Graph queries that need rows other ranks
-own (``find_edges``, ``in_degrees``, ``out_degrees``) are collective exchanges, like
-DistTensor reads. Only homogeneous graphs are supported.
+own (``find_edges``, ``edge_subgraph``, ``in_degrees``, ``out_degrees``,
+``sample_neighbors``) are collective exchanges, like DistTensor reads. These are the methods
+DGL's samplers call on a graph, so ``dgl.dataloading.NeighborSampler``,
+``MultiLayerFullNeighborSampler``, ``as_edge_prediction_sampler`` and
+``negative_sampler.Uniform`` run on a DistGraph unchanged. Only homogeneous graphs are
+supported.
 """
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
 import dgl
@@ -24,7 +28,8 @@ from ..kv.routing import checked_ids, pull_rows, push_rows, sum_duplicates
 from ..partition import (DEFAULT_ETYPE, DEFAULT_NTYPE, EdgePartitionPolicy,
                          NodePartitionPolicy, PartitionData, RangePartitionBook,
                          load_partition_data)
-from ..partition.book import DEFAULT_ETYPE_STR
+from ..partition.book import DEFAULT_ETYPE_STR, as_id_tensor
+from .neighbor import sample_neighbors
 
 
 class _DataView(MutableMapping):
@@ -183,9 +188,11 @@ class DistGraph:
     Creating it is a **collective** called after ``sarlite.init()`` on every rank: rank
     ``r`` loads partition ``r`` with :func:`sarlite.load_partition_data` (or takes it
     from :meth:`from_partition_data`) and the ranks check that they hold the same graph.
-    ``find_edges``, ``in_degrees``, ``out_degrees`` and ``barrier`` are collectives too:
-    every rank calls them in the same order, possibly with no ids. They block and end with
-    :class:`~sarlite.comm.CollectiveError` when a rank does not join in time.
+    ``find_edges``, ``edge_subgraph``, ``in_degrees``, ``out_degrees``,
+    ``sample_neighbors`` and ``barrier`` are collectives too: every rank calls them in the
+    same order, possibly with no ids. They block and end with
+    :class:`~sarlite.comm.CollectiveError` when a rank does not join in time. Sizes, types
+    and data schemes are local.
 
     **The default KV store.** As ``dgl.distributed.initialize`` followed by ``DistGraph``,
     the graph keeps its data in the process's default :class:`~sarlite.kv.KVStore` (the one
@@ -409,9 +416,137 @@ class DistGraph:
         degrees = pull_rows(ids, self._node_policy, owned.__getitem__, call)
         return int(degrees[0]) if isinstance(nodes, int) else degrees
 
+    def edge_subgraph(self, edges, relabel_nodes: bool = True, store_ids: bool = True, *,
+                      output_device=None) -> dgl.DGLGraph:
+        """The subgraph made of the global edge ids ``edges``, as DGL's
+        ``DistGraph.edge_subgraph``.
+
+        Parameters
+        ----------
+        edges:
+            Global edge ids (tensor, array, list, or ``{etype: ids}`` with the graph's one
+            edge type); may be empty.
+        relabel_nodes:
+            ``True``: keep only the end nodes of the edges, renumbered from 0, with their
+            global ids in ``ndata[dgl.NID]``. ``False``: a graph over all
+            ``num_nodes()`` global node ids.
+        store_ids:
+            Must be ``True`` (the global edge ids are always in ``edata[dgl.EID]``).
+        output_device:
+            Device of the returned graph (default: CPU).
+
+        Returns
+        -------
+        dgl.DGLGraph
+            The edges in the order given, ``edata[dgl.EID]`` their global ids.
+
+        Collective and blocking (one :meth:`find_edges`): every rank calls it in the same
+        order, also with no edges. Raises ``IndexError`` on a rank whose ids are out of
+        range (and ``CollectiveError`` on the others).
+        """
+        if not store_ids:
+            raise ValueError("edge_subgraph always stores the global ids (store_ids=True)")
+        edges = self._one_type(edges, "edges")
+        src, dst = self.find_edges(edges)           # checks the ids on every rank first
+        eids = as_id_tensor(edges)
+        subgraph = dgl.graph((src, dst), num_nodes=self.num_nodes())
+        subgraph.edata[dgl.EID] = eids
+        if relabel_nodes:
+            subgraph = dgl.compact_graphs(subgraph)
+        return subgraph if output_device is None else subgraph.to(output_device)
+
+    def sample_neighbors(self, seed_nodes, fanout, edge_dir: str = "in", prob=None,
+                         exclude_edges=None, replace: bool = False, etype_sorted: bool = True,
+                         output_device=None) -> dgl.DGLGraph:
+        """Sample up to ``fanout`` in- (or out-) edges of every seed, as DGL's
+        ``DistGraph.sample_neighbors``: the method that ``dgl.dataloading.NeighborSampler``
+        and ``MultiLayerFullNeighborSampler`` call on a distributed graph.
+
+        Parameters
+        ----------
+        seed_nodes:
+            Global node ids (tensor, array, list, or ``{ntype: ids}`` with the graph's one
+            node type); may be empty.
+        fanout:
+            Edges per seed, ``-1`` for all (or ``{etype: fanout}`` with the one edge type).
+        edge_dir, prob, replace:
+            As :func:`sarlite.sampling.sample_neighbors`.
+        exclude_edges:
+            Global edge ids never to sample (as DGL's ``exclude_eids``, e.g. the edges of
+            a link-prediction batch); ``None`` excludes nothing.
+        etype_sorted:
+            Ignored (one edge type).
+        output_device:
+            Device of the returned graph (default: CPU).
+
+        Returns
+        -------
+        dgl.DGLGraph
+            A graph over all ``num_nodes()`` global node ids holding the sampled edges,
+            ``edata[dgl.EID]`` their global edge ids.
+
+        Collective and blocking: every rank calls it in the same order with the same
+        ``fanout``, ``edge_dir``, ``prob`` and ``replace`` (a sampler object used the same
+        way on every rank does), also with no seeds. Errors as
+        :func:`sarlite.sampling.sample_neighbors`.
+        """
+        del etype_sorted
+        nodes = self._one_type(seed_nodes, "seed_nodes", node=True)
+        options = {"edge_dir": edge_dir, "prob": prob, "replace": replace}
+        if exclude_edges is not None:
+            options["exclude_edges"] = self._one_type(exclude_edges, "exclude_edges")
+        frontier = sample_neighbors(self, nodes, self._one_type(fanout, "fanout"),
+                                    **options)
+        return frontier if output_device is None else frontier.to(output_device)
+
+    def _one_type(self, value, what: str, node: bool = False):
+        """``value`` itself, or its one entry when it is a ``{type: value}`` dict keyed by
+        the graph's one node (``node``) or edge type. Local; ``ValueError`` otherwise."""
+        if not isinstance(value, Mapping):
+            return value
+        if len(value) != 1:
+            raise ValueError(f"DistGraph has one {'node' if node else 'edge'} type; "
+                             f"{what} has {len(value)} types: {sorted(map(str, value))}")
+        (key, entry), = value.items()
+        if node:
+            self._check_type(key, [DEFAULT_NTYPE], "node")
+        else:
+            self.to_canonical_etype(key)
+        return entry
+
+    def to_canonical_etype(self, etype) -> tuple[str, str, str]:
+        """``("_N", "_E", "_N")`` for the graph's one edge type, given as ``"_E"``,
+        ``"_N:_E:_N"`` or the triple; ``ValueError`` for anything else. Local."""
+        self._check_type(etype, [DEFAULT_ETYPE[1], DEFAULT_ETYPE, DEFAULT_ETYPE_STR], "edge")
+        return DEFAULT_ETYPE
+
+    def get_ntype_id(self, ntype: str | None) -> int:
+        """0: the id of the graph's one node type. Local."""
+        self._check_type(ntype, [DEFAULT_NTYPE], "node")
+        return 0
+
+    def get_etype_id(self, etype) -> int:
+        """0: the id of the graph's one edge type. Local."""
+        self.to_canonical_etype(etype)
+        return 0
+
+    def is_pinned(self) -> bool:
+        """``False``: the graph is never in page-locked memory (as DGL's DistGraph)."""
+        return False
+
+    @property
+    def is_homogeneous(self) -> bool:
+        return True
+
     def barrier(self) -> None:
         """Block until every rank has called it. Collective."""
         self._store.barrier()
+
+    @property
+    def _client(self) -> KVStore:
+        """The KV store, under the private name DGL's own examples use for
+        ``g._client.barrier()`` (a collective here)."""
+        return self._store
 
     def __repr__(self) -> str:
         return (f"DistGraph(graph_name={self._graph_name!r}, num_nodes={self.num_nodes()}, "
