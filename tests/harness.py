@@ -2,8 +2,9 @@
 
 ``spawn(fn, world_size, *args)`` starts ``world_size`` processes (torch.multiprocessing,
 spawn start method) on 127.0.0.1 with a free port, ``OMP_NUM_THREADS=1`` and one torch
-thread. Each joins the process group through ``sarlite.init`` and returns
-``fn(rank, world_size, *args)``. Results come back pickled by value, in rank order.
+thread. Each joins the process group through ``sarlite.init`` (unless ``init=False``: then
+only torchrun's environment is set) and returns ``fn(rank, world_size, *args)``. Results
+come back pickled by value, in rank order.
 
 A worker that raises, a worker that dies, or a run past ``timeout`` seconds fails the test,
 and every remaining worker is killed: a hang is a failure.
@@ -30,7 +31,7 @@ def free_port() -> int:
 
 
 def _entry(fn, rank: int, world_size: int, port: int, results, args, device,
-           collective_timeout: timedelta) -> None:
+           collective_timeout: timedelta, init: bool = True) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
                       OMP_NUM_THREADS="1", DGLBACKEND="pytorch")
@@ -38,7 +39,8 @@ def _entry(fn, rank: int, world_size: int, port: int, results, args, device,
     torch.set_num_threads(1)
     import sarlite
     try:
-        sarlite.init(timeout=collective_timeout, device=device)
+        if init:
+            sarlite.init(timeout=collective_timeout, device=device)
         value = fn(rank, world_size, *args)
         results.put((rank, "ok", pickle.dumps(value)))
     except BaseException as err:  # report everything, including SystemExit
@@ -66,20 +68,21 @@ class WorkerError(AssertionError):
 
 def spawn(fn, world_size: int, *args, timeout: float = 180.0,
           kill_on_error: bool = True, device: str | None = None,
-          collective_timeout: timedelta = COLLECTIVE_TIMEOUT) -> list:
+          collective_timeout: timedelta = COLLECTIVE_TIMEOUT, init: bool = True) -> list:
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` workers; results by rank.
 
     ``device="cuda"`` joins the group with NCCL (one GPU per rank) instead of gloo.
     ``collective_timeout`` bounds the group's rendezvous and every collective.
     With ``kill_on_error=False`` the other workers are left to notice a failure on their
     own (within ``timeout``), and :class:`WorkerError` then holds every rank's error.
+    ``init=False`` leaves joining the process group to ``fn``.
     """
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     port = free_port()
     procs = [ctx.Process(target=_entry,
                          args=(fn, r, world_size, port, results, args, device,
-                               collective_timeout), daemon=True)
+                               collective_timeout, init), daemon=True)
              for r in range(world_size)]
     for proc in procs:
         proc.start()

@@ -93,6 +93,12 @@ def _from(environ: Mapping[str, str], source: str, rank_var: str, size_var: str,
     return LaunchEnv(rank, world_size, local_rank, addr, port, source)
 
 
+def launcher_present(environ: Mapping[str, str]) -> bool:
+    """Whether ``environ`` holds any launcher's rank variable (``RANK``,
+    ``OMPI_COMM_WORLD_RANK``, ``PMI_RANK``, ``SLURM_PROCID``). Not a collective."""
+    return any(rank_var in environ for _, rank_var, _, _ in _LAUNCHERS)
+
+
 def read_launch_env(environ: Mapping[str, str]) -> LaunchEnv:
     """This worker's rank, world size, local rank and rendezvous address from ``environ``.
 

@@ -1,0 +1,4 @@
+"""``dgl.distributed.nn``: the distributed embedding table."""
+from ..kv import DistEmbedding
+
+__all__ = ["DistEmbedding"]
