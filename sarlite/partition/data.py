@@ -8,7 +8,7 @@ files and holds its feature rows once.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import dgl
 import torch
@@ -210,18 +210,40 @@ def load_partition_data(part_config: str | os.PathLike, rank: int | None = None,
         _check_world_size(part_config)
     graph, node_feats, edge_feats, book, graph_name, _, _ = load_partition(
         part_config, current_rank() if rank is None else rank)
+    data = partition_data_from(graph, node_feats, edge_feats, book, graph_name,
+                               source=str(part_config))
+    if device is None:
+        return data
+    return replace(data, node_features={k: v.to(device) for k, v in data.node_features.items()},
+                   edge_features={k: v.to(device) for k, v in data.edge_features.items()})
+
+
+def partition_data_from(graph: dgl.DGLGraph, node_feats: dict, edge_feats: dict,
+                        book: RangePartitionBook, graph_name: str, *,
+                        source: str = "partition") -> PartitionData:
+    """The :class:`PartitionData` of one partition already in memory.
+
+    ``graph``, ``node_feats``, ``edge_feats`` and ``book`` are as
+    :func:`~sarlite.partition.load_partition` returns them (or as a ``DistGraph`` holds
+    them: its ``local_partition`` and its tensors' local rows): owned node rows in id
+    order, owned edge rows in edge-id order, keys with or without DGL's type prefixes.
+    ``source`` names the data in error messages. Not a collective.
+
+    Raises
+    ------
+    ValueError
+        The inner edges are not exactly the owned edge ids into owned nodes, or a feature
+        has the wrong number of rows.
+    """
     part, num_parts = book.partid, book.num_partitions()
     src, dst, eids = _owned_edges(graph)
-    _check_owned(part_config, book, dst, eids)
+    _check_owned(source, book, dst, eids)
     shards = _shards(book, src, dst, eids)
     lo, hi = book.node_ranges[part].tolist()
     edge_lo = int(book.edge_ranges[part, 0])
-    node_features = _node_rows(part_config, node_feats, hi - lo, part)
-    edge_features = _edge_rows(part_config, edge_feats,
+    node_features = _node_rows(source, node_feats, hi - lo, part)
+    edge_features = _edge_rows(source, edge_feats,
                                torch.cat([s.eids for s in shards]) - edge_lo, part)
-    if device is not None:
-        node_features = {k: v.to(device) for k, v in node_features.items()}
-        edge_features = {k: v.to(device) for k, v in edge_features.items()}
     return PartitionData(rank=part, num_parts=num_parts, node_ranges=book.node_ranges,
                          partition_book=book, shards=shards, node_features=node_features,
                          edge_features=edge_features, graph_name=graph_name,

@@ -9,8 +9,7 @@ import torch
 
 from ..core import construct_full_graph as _full_graph
 from ..core import construct_mfgs as _mfgs
-from ..partition import PartitionData as _SarlitePartitionData
-from ..partition.data import _owned_edges, _shards
+from ..partition import partition_data_from
 from ..sampling import DistGraph
 from .config import engine_options
 from .data_loading import sarlite_data
@@ -82,14 +81,9 @@ def convert_dist_graph(dist_graph):
         raise TypeError(f"convert_dist_graph takes a sarlite.DistGraph, got "
                         f"{type(dist_graph).__name__}: open the partitions with "
                         f"sarlite.DistGraph(name, part_config=...) instead")
-    book, graph = dist_graph.get_partition_book(), dist_graph.local_partition
-    src, dst, eids = _owned_edges(graph)
-    shards = _shards(book, src, dst, eids)
-    order = torch.cat([shard.eids for shard in shards]) - int(book.edge_ranges[book.partid, 0])
-    data = _SarlitePartitionData(
-        rank=book.partid, num_parts=book.num_partitions(), node_ranges=book.node_ranges,
-        partition_book=book, shards=shards,
-        node_features={n: t.local_partition for n, t in dist_graph.ndata.items()},
-        edge_features={n: t.local_partition[order] for n, t in dist_graph.edata.items()},
-        graph_name=dist_graph.graph_name, partition_graph=graph)
+    data = partition_data_from(
+        dist_graph.local_partition,
+        {name: t.local_partition for name, t in dist_graph.ndata.items()},
+        {name: t.local_partition for name, t in dist_graph.edata.items()},
+        dist_graph.get_partition_book(), dist_graph.graph_name, source="DistGraph")
     return construct_full_graph(data)
