@@ -193,3 +193,26 @@ def route_interface(master_addr: str) -> str | None:
         if name is not None:
             return name
     return None
+
+
+def reachable_address(master_addr: str | None, interface: str | None = None) -> str:
+    """A local address by which the other hosts of the job reach this one.
+
+    The first address (IPv4 first) of ``interface`` when it is given (the value of
+    ``GLOO_SOCKET_IFNAME``; the first name of a comma-separated list); else the local
+    address the kernel routes ``master_addr`` from (``127.0.0.1`` for a loopback
+    ``master_addr``); else the address of this host's name; else ``127.0.0.1``. Not a
+    collective; no traffic.
+    """
+    if interface:
+        addrs = psutil.net_if_addrs().get(interface.split(",")[0].strip(), [])
+        for addr in sorted(addrs, key=lambda a: a.family != socket.AF_INET):
+            if addr.family in (socket.AF_INET, socket.AF_INET6):
+                return addr.address.split("%", 1)[0]
+    for family, sockaddr in _addresses(master_addr) if master_addr else []:
+        local = _local_ip(family, sockaddr)
+        if local is not None:
+            return local.split("%", 1)[0]
+    for _, sockaddr in _addresses(socket.gethostname()):
+        return sockaddr[0]
+    return "127.0.0.1"

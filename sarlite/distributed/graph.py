@@ -14,7 +14,8 @@ from .context import ensure_process_group
 
 
 class DistGraph(_DistGraph):
-    """:class:`sarlite.sampling.DistGraph` that first joins the process group.
+    """:class:`sarlite.sampling.DistGraph` that first joins the process group and reads
+    one-sidedly.
 
     As ``dgl.distributed.DistGraph(graph_name, gpb=None, part_config=None)``, after
     :func:`~sarlite.distributed.initialize`: when the script has not called
@@ -22,14 +23,26 @@ class DistGraph(_DistGraph):
     does so with :func:`sarlite.init` and the options given to ``initialize``; a group the
     script made is reused. Then it is :class:`sarlite.sampling.DistGraph`'s constructor
     (a collective every rank calls; keyword-only extras such as ``replace_kvstore`` pass
-    through). Without a launcher the process runs alone and ``part_config`` must hold one
-    partition.
+    through) with ``one_sided_reads=True`` unless the caller says otherwise: reading a
+    ``DistTensor`` (``g.ndata[name][ids]``, ``pred[ids]``) is then one-sided as in DGL,
+    so a script may read on one rank while the others wait in a barrier. Writes, graph
+    queries and sampling stay collectives. Without a launcher the process runs alone and
+    ``part_config`` must hold one partition.
     """
 
     def __init__(self, graph_name: str | os.PathLike, gpb: RangePartitionBook | None = None,
                  part_config: str | os.PathLike | None = None, **kwargs):
         ensure_process_group()
+        kwargs.setdefault("one_sided_reads", True)
         super().__init__(graph_name, gpb, part_config, **kwargs)
+
+    @classmethod
+    def from_partition_data(cls, data, **kwargs) -> "DistGraph":
+        """:meth:`sarlite.sampling.DistGraph.from_partition_data` after joining the process
+        group, with ``one_sided_reads=True`` unless the caller says otherwise."""
+        ensure_process_group()
+        kwargs.setdefault("one_sided_reads", True)
+        return super().from_partition_data(data, **kwargs)
 
 
 def node_split(nodes, partition_book: RangePartitionBook | None = None,

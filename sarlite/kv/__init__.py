@@ -1,9 +1,10 @@
 """The key-value layer: row-sharded tensors, embeddings and their sparse optimizers.
 
 Every process is a torchrun worker that owns one partition and stores the rows of every
-tensor that its partition owns; reads and writes by global id are collectives over
-``torch.distributed`` (no servers, no RPC). See :mod:`sarlite.kv.store` for how the
-default store is set up.
+tensor that its partition owns; writes by global id are collectives over
+``torch.distributed`` (no servers, no RPC), and so are reads, unless the store was made
+with ``one_sided_reads=True`` (:mod:`sarlite.kv.one_sided`; the DGL facade's stores are).
+See :mod:`sarlite.kv.store` for how the default store is set up.
 """
 from .checkpoint import load_dist_tensors, save_dist_tensors
 from .dist_tensor import DistTensor

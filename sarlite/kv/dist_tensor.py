@@ -13,10 +13,19 @@ class DistTensor:
 
     Rank ``r`` stores the rows of the ids that partition ``r`` owns (a contiguous range).
     ``t[ids]`` pulls rows by global id and ``t[ids] = v`` pushes them; ``t.scatter_add(ids,
-    v)`` adds to them. There are no servers: all three are **collectives** that every rank
-    calls in the same order, possibly with empty ids, and they block until every rank has
+    v)`` adds to them. There are no servers. Writes are **collectives** that every rank
+    calls in the same order, possibly with empty ids; they block until every rank has
     joined (failing with :class:`~sarlite.comm.CollectiveError` after the process group's
-    timeout when one does not).
+    timeout when one does not). Reads depend on the tensor's store:
+
+    * a store made without ``one_sided_reads`` (sarlite's own code): ``t[ids]`` is a
+      collective too, like the writes;
+    * a store made with ``one_sided_reads=True`` (the one the DGL facade's
+      ``sarlite.distributed.DistGraph`` makes): ``t[ids]`` is **one-sided**, as in DGL:
+      any subset of ranks reads, at any time, and the owners of the rows answer from a
+      serving thread (see :class:`~sarlite.kv.KVStore`). Writes stay collective, unlike
+      DGL's, where a trainer writes alone. A read sees another rank's write once both
+      have passed a barrier after it.
 
     Parameters
     ----------
@@ -91,8 +100,27 @@ class DistTensor:
     def __getitem__(self, ids) -> torch.Tensor:
         """Rows ``ids`` (global ids: tensor, list, array or slice), in that order,
         duplicates allowed: a CPU tensor of shape ``(len(ids), *shape[1:])``.
-        Collective; see :meth:`KVStore.pull <sarlite.kv.KVStore.pull>`."""
+        Collective, or one-sided in a store with one-sided reads; see
+        :meth:`KVStore.pull <sarlite.kv.KVStore.pull>`."""
         return self._store.pull(self._name, ids)
+
+    def __reduce__(self):
+        """Pickling (``torch.save(t, f)``) saves **the rows**: unpickling gives a plain
+        ``torch.Tensor`` of shape :attr:`shape` (DGL pickles the client handle, which is
+        of no use outside the job). It reads every row, so it works only in a store with
+        one-sided reads (the DGL facade's), on any rank alone.
+
+        Raises
+        ------
+        TypeError
+            The store's reads are collective: read the rows on every rank
+            (``t[0:len(t)]``) and save that tensor instead.
+        """
+        if not self._store.one_sided_reads:
+            raise TypeError(f"cannot pickle {self!r}: its store's reads are collective, "
+                            f"so saving its rows would need every rank; read them on "
+                            f"every rank (t[0:len(t)]) and save that tensor instead")
+        return _saved_rows, (self[0:len(self)],)
 
     def __setitem__(self, ids, values: torch.Tensor) -> None:
         """Write ``values[i]`` to row ``ids[i]``; ``values`` must have this tensor's dtype
@@ -161,3 +189,8 @@ class DistTensor:
     def __repr__(self) -> str:
         return (f"DistTensor(name={self._name!r}, shape={self._shape}, dtype={self._dtype}, "
                 f"part_policy={self._policy.policy_str!r})")
+
+
+def _saved_rows(rows: torch.Tensor) -> torch.Tensor:
+    """What an unpickled DistTensor becomes: its rows (see ``DistTensor.__reduce__``)."""
+    return rows

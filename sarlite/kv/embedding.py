@@ -13,7 +13,8 @@ class DistEmbedding:
     edge data, trained by :class:`~sarlite.kv.SparseAdagrad` or
     :class:`~sarlite.kv.SparseAdam` (not by ``torch.optim``).
 
-    ``emb(ids)`` pulls the rows ``ids`` (a collective, like ``DistTensor`` indexing). When
+    ``emb(ids)`` pulls the rows ``ids`` (like ``DistTensor`` indexing: a collective, or
+    one-sided in a store with one-sided reads, such as the DGL facade's). When
     autograd is recording, the returned tensor requires grad and ``(ids, rows)`` is
     remembered; the optimizer's ``step()`` sends the gradients of those rows to their
     owners and clears the record. Call ``step()`` after every recorded forward pass, or
@@ -37,8 +38,8 @@ class DistEmbedding:
     def __call__(self, idx, device: torch.device | str = "cpu") -> torch.Tensor:
         """Rows ``idx`` (global ids), ``(len(idx), embedding_dim)`` on ``device``.
 
-        Collective: every rank calls it, possibly with no ids. Raises as
-        :meth:`KVStore.pull <sarlite.kv.KVStore.pull>`.
+        Collective (every rank calls it, possibly with no ids), or one-sided in a store
+        with one-sided reads. Raises as :meth:`KVStore.pull <sarlite.kv.KVStore.pull>`.
         """
         rows = self._tensor[idx].to(device)
         if torch.is_grad_enabled():

@@ -1,8 +1,10 @@
 """The key-value store: named row-sharded tensors, one shard per rank.
 
 There are no servers: every rank is a torchrun worker that owns one partition and keeps
-the rows of every tensor that its partition owns (in CPU memory). Reads and writes by
-global id are collective exchanges (:mod:`sarlite.kv.routing`).
+the rows of every tensor that its partition owns (in CPU memory). Writes by global id are
+collective exchanges (:mod:`sarlite.kv.routing`); so are reads, unless the store was made
+with ``one_sided_reads=True`` (:mod:`sarlite.kv.one_sided`, as the DGL facade's
+``DistGraph`` makes it): then a rank reads alone and the owners' serving threads answer.
 
 The **default store** is the one :class:`~sarlite.kv.DistTensor` and
 :class:`~sarlite.kv.DistEmbedding` use. There is at most one per process, as DGL has one
@@ -21,6 +23,7 @@ returns ``None`` then.
 from __future__ import annotations
 
 import inspect
+from datetime import timedelta
 from types import MappingProxyType
 from typing import Callable, Mapping
 
@@ -28,6 +31,7 @@ import torch
 
 from ..comm import barrier, rank, world_size
 from ..partition import EdgePartitionPolicy, NodePartitionPolicy, RangePartitionBook
+from .one_sided import OneSidedReader, name_code
 from .protocol import KVCall, agree, validated
 from .routing import (Policy, checked_ids, last_occurrence, policy_ranges, pull_rows,
                       push_rows, sum_duplicates)
@@ -96,24 +100,44 @@ class KVStore:
         on rank ``r``, as many partitions as ranks). It gives the store a node policy
         (``"node~_N"``) and an edge policy (``"edge~_N:_E:_N"``); tensors may also use
         other policies over books with the same number of partitions.
+    one_sided_reads:
+        Keyword-only. ``False`` (default, sarlite's own code): :meth:`pull` is a
+        collective like everything else. ``True`` (what the DGL facade's ``DistGraph``
+        asks for): :meth:`pull` is **one-sided**, as a read from DGL's KV servers: any
+        subset of ranks may call it, at any time, and the owners of the rows answer from
+        a serving thread while their main thread does anything else (also wait in
+        another collective, such as ``torch.distributed.barrier()``). Every rank must
+        pass the same value. Writes (:meth:`push`) stay collective either way, unlike
+        DGL's: every rank calls them. A one-sided read sees another rank's write once
+        both have passed a barrier after it (as in DGL).
+    read_timeout:
+        Keyword-only. Bounds each wait of a one-sided read for an owner (default
+        ``SARLITE_TIMEOUT`` seconds, 600); a dead owner fails at once.
 
-    Creating a store is a collective (every rank, same book); so are :meth:`init_data`,
-    :meth:`pull`, :meth:`push` and :meth:`barrier`, which every rank must call in the same
-    order, also with no ids. They block until every rank has joined and fail with
-    :class:`~sarlite.comm.CollectiveError` after the process group's timeout when one does
-    not. :meth:`delete_data` and the metadata queries are local.
+    Creating a store is a collective (every rank, same book; with ``one_sided_reads``
+    it also opens this rank's listening socket and serving threads and exchanges the
+    addresses, see :mod:`sarlite.comm.service`; at exit each rank then waits until the
+    others have finished too); so are :meth:`init_data`, :meth:`push`,
+    :meth:`barrier` and, in a store without ``one_sided_reads``, :meth:`pull`, which
+    every rank must call in the same order, also with no ids. They block until every
+    rank has joined and fail with :class:`~sarlite.comm.CollectiveError` after the
+    process group's timeout when one does not. :meth:`delete_data` and the metadata
+    queries are local.
 
     Raises
     ------
     ValueError
-        The book does not have one partition per rank, or the ranks' books differ.
+        The book does not have one partition per rank, or the ranks' books (or
+        ``one_sided_reads``) differ.
     """
 
-    def __init__(self, partition_book: RangePartitionBook):
+    def __init__(self, partition_book: RangePartitionBook, *, one_sided_reads: bool = False,
+                 read_timeout: timedelta | None = None):
         error = None
         try:
             _check_book(partition_book)
-            record = (partition_book.node_ranges.tolist(), partition_book.edge_ranges.tolist())
+            record = (partition_book.node_ranges.tolist(), partition_book.edge_ranges.tolist(),
+                      bool(one_sided_reads))
         except (TypeError, ValueError) as err:
             error, record = err, None
         agree("creating a KVStore", record, error)
@@ -123,7 +147,41 @@ class KVStore:
         self._shards: dict[str, torch.Tensor] = {}
         self._meta: dict[str, tuple[torch.dtype, tuple[int, ...], Policy]] = {}
         self._added: set[str] = set()     # names from add_data: the store owns their data
+        self._codes: dict[int, str] = {}  # name_code(name) -> name, for the serving thread
         self._anonymous = 0
+        self._reader: OneSidedReader | None = None
+        if one_sided_reads:
+            self._reader = OneSidedReader(self._by_code, read_timeout)
+
+    def enable_one_sided_reads(self, read_timeout: timedelta | None = None) -> None:
+        """Make :meth:`pull` one-sided from now on (see the class docstring), as if the
+        store had been made with ``one_sided_reads=True``; nothing when it is already.
+
+        Collective and blocking where it is not on yet (every rank calls it: one
+        agreement and one address exchange).
+
+        Raises
+        ------
+        CollectiveError
+            A rank did not join in time.
+        """
+        if self._reader is not None:
+            return
+        agree("enabling one-sided reads", True)
+        self._reader = OneSidedReader(self._by_code, read_timeout)
+
+    @property
+    def one_sided_reads(self) -> bool:
+        """Whether :meth:`pull` is one-sided (not a collective). Local."""
+        return self._reader is not None
+
+    def _by_code(self, code: int) -> tuple[torch.Tensor, Policy] | None:
+        """``(shard, policy)`` of the tensor whose name has ``code``, or ``None``.
+        Called by the serving thread: every read here is a single dict lookup."""
+        name = self._codes.get(code)
+        shard = self._shards.get(name) if name is not None else None
+        meta = self._meta.get(name) if name is not None else None
+        return None if shard is None or meta is None else (shard, meta[2])
 
     # -- metadata (local) --------------------------------------------------------
     @property
@@ -180,6 +238,7 @@ class KVStore:
         Raises ``KeyError`` for an unknown name.
         """
         del self._meta[self._known(name)], self._shards[name]
+        self._codes.pop(name_code(name), None)
         self._added.discard(name)
 
     def _known(self, name: str) -> str:
@@ -241,10 +300,35 @@ class KVStore:
             shard, record = self._added_shard(name, rows, part_policy)
         except Exception as err:  # every rank must learn of it, see protocol.agree
             error = err
-        agree(f"adding tensor {name!r}", record, error)
-        self._shards[name] = shard
-        self._meta[name] = (rows.dtype, record[1], part_policy)
+        undo = None if error is not None else \
+            self._enter(name, shard, (rows.dtype, record[1], part_policy))
+        try:
+            agree(f"adding tensor {name!r}", record, error)
+        except BaseException:
+            if undo is not None:
+                undo()
+            raise
         self._added.add(name)
+
+    def _enter(self, name: str, shard: torch.Tensor, meta: tuple) -> Callable[[], None]:
+        """Register tensor ``name`` (shard, metadata, name code); return what undoes it.
+
+        Creation enters a tensor *before* the ranks' agreement on it completes: once any
+        rank leaves the agreement, every rank has entered it, so a one-sided read that
+        follows at once finds it on every owner.
+        """
+        old = (self._shards.get(name), self._meta.get(name))
+        self._shards[name], self._meta[name] = shard, meta
+        self._codes[name_code(name)] = name
+
+        def undo() -> None:
+            if old[0] is not None:
+                self._shards[name], self._meta[name] = old
+                return
+            self._shards.pop(name, None)
+            self._meta.pop(name, None)
+            self._codes.pop(name_code(name), None)
+        return undo
 
     def _added_shard(self, name: str, rows, policy: Policy) -> tuple[torch.Tensor, tuple]:
         """This rank's checked shard for :meth:`add_data` and what the ranks agree on."""
@@ -307,10 +391,13 @@ class KVStore:
                 shard = _initial_shard(init_func, policy, shape, dtype)
         except Exception as err:  # every rank must learn of it, see protocol.agree
             error = err
-        agree(f"creating tensor {key!r}", record, error)
-        if shard is not None:
-            self._shards[key] = shard
-            self._meta[key] = (dtype, shape, policy)
+        undo = self._enter(key, shard, (dtype, shape, policy)) if shard is not None else None
+        try:
+            agree(f"creating tensor {key!r}", record, error)
+        except BaseException:
+            if undo is not None:
+                undo()
+            raise
         return key, shard is not None
 
     # -- rows (collective) -------------------------------------------------------
@@ -318,17 +405,29 @@ class KVStore:
         """Rows ``id_tensor`` (global ids; tensor, list, array or slice) of tensor
         ``name``, in the order asked, duplicates allowed.
 
-        Collective and blocking: every rank calls it, possibly with no ids. Returns a CPU
-        tensor of shape ``(len(id_tensor), *shape[1:])``.
+        Returns a CPU tensor of shape ``(len(id_tensor), *shape[1:])``. Blocking.
+
+        * Without ``one_sided_reads`` (default): **collective**: every rank calls it,
+          possibly with no ids.
+        * With ``one_sided_reads``: **one-sided**: only the ranks that read call it; the
+          owners of the rows answer from their serving threads (rows this rank owns
+          are read locally, without any message). The rows are those a collective pull
+          would return.
 
         Raises
         ------
         KeyError, TypeError, IndexError
             On the rank whose name or ids are invalid (an id outside ``[0, shape[0])``).
         CollectiveError
-            On the other ranks in that case, or when a rank calls a different operation,
-            or when a rank does not call it within the timeout.
+            Collective: on the other ranks in that case, or when a rank calls a different
+            operation, or when a rank does not call it within the timeout. One-sided: an
+            owner died, did not answer within ``read_timeout``, or has no tensor
+            ``name``.
         """
+        if self._reader is not None:
+            _, shape, policy = self._meta[self._known(name)]
+            ids = checked_ids(id_tensor, shape[0], repr(name))
+            return self._reader.pull(name, self._shards[name], policy, ids)
         call = KVCall(f"pull of {name!r}", "kv_pull")
         shard, policy, ids = validated(call, lambda: self._entry_and_ids(name, id_tensor))
         return pull_rows(ids, policy, shard.__getitem__, call)
@@ -409,17 +508,20 @@ def same_partitioning(a: RangePartitionBook, b: RangePartitionBook) -> bool:
         torch.equal(a.node_ranges, b.node_ranges) and torch.equal(a.edge_ranges, b.edge_ranges)
 
 
-def init_kvstore(partition_book: RangePartitionBook) -> KVStore:
+def init_kvstore(partition_book: RangePartitionBook, *, one_sided_reads: bool = False,
+                 read_timeout: timedelta | None = None) -> KVStore:
     """Create a :class:`KVStore` over ``partition_book`` and make it the default store,
     **replacing** any earlier default store.
 
-    Collective (see :class:`KVStore`). Call it to use :class:`~sarlite.kv.DistTensor`
-    without a graph, or to start over with a new store; DistTensors made before keep
-    using the store they were made in. :class:`~sarlite.sampling.DistGraph` calls it only
-    when there is no default store (or when told to replace it).
+    Collective (see :class:`KVStore`, also for ``one_sided_reads`` and ``read_timeout``).
+    Call it to use :class:`~sarlite.kv.DistTensor` without a graph, or to start over with
+    a new store; DistTensors made before keep using the store they were made in.
+    :class:`~sarlite.sampling.DistGraph` calls it only when there is no default store (or
+    when told to replace it).
     """
     global _default
-    _default = KVStore(partition_book)
+    _default = KVStore(partition_book, one_sided_reads=one_sided_reads,
+                       read_timeout=read_timeout)
     return _default
 
 

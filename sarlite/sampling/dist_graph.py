@@ -5,7 +5,8 @@ Each rank holds its own partition (a :class:`~sarlite.partition.PartitionData`, 
 puts the owned rows of every node and edge feature into the default KV store, so
 ``g.ndata[name][ids]`` works for any global id. Graph queries that need rows other ranks
 own (``find_edges``, ``edge_subgraph``, ``in_degrees``, ``out_degrees``,
-``sample_neighbors``) are collective exchanges, like DistTensor reads. These are the methods
+``sample_neighbors``) are collective exchanges, like DistTensor writes (and reads, unless
+the store was made with ``one_sided_reads``, as the DGL facade's is). These are the methods
 DGL's samplers call on a graph, so ``dgl.dataloading.NeighborSampler``,
 ``MultiLayerFullNeighborSampler``, ``as_edge_prediction_sampler`` and
 ``negative_sampler.Uniform`` run on a DistGraph unchanged. Only homogeneous graphs are
@@ -184,6 +185,16 @@ class DistGraph:
     replace_kvstore:
         Keyword-only. Make a new default KV store for this graph even when one exists
         (see below).
+    one_sided_reads:
+        Keyword-only. Make reads of the graph's store (``g.ndata[name][ids]``, every
+        :class:`~sarlite.kv.DistTensor` of the default store) one-sided, as DGL's: the
+        ranks that read call them alone and the owners answer from a serving thread
+        (see :class:`~sarlite.kv.KVStore`). A reused default store is switched to
+        one-sided reads (:meth:`KVStore.enable_one_sided_reads
+        <sarlite.kv.KVStore.enable_one_sided_reads>`); ``False`` (default) leaves a
+        reused store as it is. Every rank passes the same value. The DGL facade's
+        ``sarlite.distributed.DistGraph`` passes ``True``. Graph queries and writes stay
+        collective.
 
     Creating it is a **collective** called after ``sarlite.init()`` on every rank: rank
     ``r`` loads partition ``r`` with :func:`sarlite.load_partition_data` (or takes it
@@ -223,7 +234,7 @@ class DistGraph:
 
     def __init__(self, graph_name: str | os.PathLike, gpb: RangePartitionBook | None = None,
                  part_config: str | os.PathLike | None = None, *,
-                 replace_kvstore: bool = False):
+                 replace_kvstore: bool = False, one_sided_reads: bool = False):
         data, error = None, None
         try:
             graph_name, part_config = _config_argument(graph_name, part_config)
@@ -231,11 +242,11 @@ class DistGraph:
         except Exception as err:  # every rank must learn of it, see kv.protocol.agree
             error = err
         self._attach(f"DistGraph(part_config={str(part_config)!r})", data, error,
-                     graph_name, gpb, replace_kvstore)
+                     graph_name, gpb, replace_kvstore, one_sided_reads)
 
     @classmethod
-    def from_partition_data(cls, data: PartitionData, *,
-                            replace_kvstore: bool = False) -> DistGraph:
+    def from_partition_data(cls, data: PartitionData, *, replace_kvstore: bool = False,
+                            one_sided_reads: bool = False) -> DistGraph:
         """The DistGraph of partitions already loaded by
         :func:`sarlite.load_partition_data`, without reading any file again.
 
@@ -244,16 +255,16 @@ class DistGraph:
         features are reordered from shard order to edge id order, a copy unless already in
         that order), and its partition graph becomes :attr:`local_partition`; the shards
         are not kept. Collective like the constructor, with the same default-store rules
-        and errors (except the file ones).
+        (``one_sided_reads`` included) and errors (except the file ones).
         """
         graph = cls.__new__(cls)
         graph._attach("DistGraph.from_partition_data", data, None, None, None,
-                      replace_kvstore)
+                      replace_kvstore, one_sided_reads)
         return graph
 
     def _attach(self, what: str, data: PartitionData | None, error: Exception | None,
                 graph_name: str | None, gpb: RangePartitionBook | None,
-                replace_kvstore: bool) -> None:
+                replace_kvstore: bool, one_sided_reads: bool) -> None:
         """Check ``data`` on every rank, then set the graph up from it. Collective."""
         local, store, record = None, None, None
         if error is None:
@@ -261,13 +272,18 @@ class DistGraph:
                 _check_data(data, graph_name, gpb)
                 local = _Local(data)
                 store = _reusable_store(local.book, replace_kvstore)
-                record = local.record() + ("reuse" if store is not None else "create",)
+                record = local.record() + ("reuse" if store is not None else "create",
+                                           bool(one_sided_reads))
             except Exception as err:  # every rank must learn of it, see kv.protocol.agree
                 error = err
         agree(what, record, error)
         self._graph, self._graph_name = local.graph, local.graph_name
         self._book: RangePartitionBook = local.book
-        self._store: KVStore = store if store is not None else init_kvstore(local.book)
+        if store is None:
+            store = init_kvstore(local.book, one_sided_reads=one_sided_reads)
+        elif one_sided_reads:
+            store.enable_one_sided_reads()
+        self._store: KVStore = store
         self._node_policy = NodePartitionPolicy(self._book)
         self._edge_policy = EdgePartitionPolicy(self._book)
         self._in_degrees, self._local_eid = local.in_degrees, local.local_eid
@@ -472,8 +488,10 @@ class DistGraph:
         edge_dir, prob, replace:
             As :func:`sarlite.sampling.sample_neighbors`.
         exclude_edges:
-            Global edge ids never to sample (as DGL's ``exclude_eids``, e.g. the edges of
-            a link-prediction batch); ``None`` excludes nothing.
+            Global edge ids to leave out of the result (as DGL's ``exclude_eids``, e.g. the
+            edges of a link-prediction batch): dropped after sampling, as
+            ``dgl.sampling.sample_neighbors`` does, so a seed may get fewer than
+            ``fanout`` edges; ``None`` excludes nothing.
         etype_sorted:
             Ignored (one edge type).
         output_device:
