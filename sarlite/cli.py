@@ -22,10 +22,17 @@ def _add_dataset_args(parser: argparse.ArgumentParser) -> None:
                        help=f"dataset name, one of: {', '.join(data.DATASETS)} "
                             "(default: synthetic, the embedded homophilous generator)")
     group.add_argument("--data-dir", default=None,
-                       help="directory holding real datasets, laid out like shared/data "
-                            "(planetoid/, heterophilous/, npz/, musae/)")
+                       help="directory holding real datasets: laid out like shared/data "
+                            "(planetoid/, heterophilous/, npz/, musae/), OGB's own folders "
+                            "(ogbn_arxiv/, ogbn_products/, ogbn_papers100M/) or Reddit's "
+                            "files as DGL keeps them (see README, 'Real datasets')")
     group.add_argument("--split", type=int, default=0,
                        help="which fixed split of a heterophilous dataset (0-9)")
+    group.add_argument("--reverse-edges", action=argparse.BooleanOptionalAction,
+                       default=None,
+                       help="ogbn-arxiv / ogbn-papers100M (stored directed): add the reverse "
+                            "of every edge (default, the literature's setting) or keep the "
+                            "stored directions (--no-reverse-edges)")
     group.add_argument("--num-nodes", type=int, default=10_000,
                        help="synthetic: number of nodes (default 10000)")
     group.add_argument("--avg-degree", type=float, default=10.0,
@@ -42,8 +49,9 @@ def _add_dataset_args(parser: argparse.ArgumentParser) -> None:
 def load_dataset_from_args(args: argparse.Namespace):
     """The graph named by the dataset options of ``args``."""
     return data.load_graph(args.dataset, args.data_dir, split=args.split, seed=args.seed,
-                           num_nodes=args.num_nodes, avg_degree=args.avg_degree,
-                           num_classes=args.num_classes, feat_dim=args.feat_dim)
+                           reverse_edges=args.reverse_edges, num_nodes=args.num_nodes,
+                           avg_degree=args.avg_degree, num_classes=args.num_classes,
+                           feat_dim=args.feat_dim)
 
 
 def _partition(args: argparse.Namespace) -> None:

@@ -6,6 +6,7 @@ import os
 import dgl
 
 from .loaders import REAL_DATASETS, load_dataset
+from .ogb import read_ogbn_mag
 from .synthetic import homophilous_graph, powerlaw_graph
 
 SYNTHETIC_DATASETS = {"synthetic": homophilous_graph, "powerlaw": powerlaw_graph}
@@ -13,14 +14,15 @@ DATASETS = tuple(sorted(SYNTHETIC_DATASETS)) + tuple(REAL_DATASETS)
 
 
 def load_graph(name: str, data_dir: str | os.PathLike | None = None, split: int = 0,
-               seed: int = 0, **sizes) -> dgl.DGLGraph:
+               seed: int = 0, reverse_edges: bool | None = None, **sizes) -> dgl.DGLGraph:
     """Load a dataset by name.
 
     ``"synthetic"`` (the homophilous default) and ``"powerlaw"`` are generated with ``seed``
     and the size keywords in ``sizes`` (``num_nodes``, ``avg_degree``, ``num_classes``,
     ``feat_dim``, ...); every other name is a real dataset read from ``data_dir``, with
-    ``split`` (heterophilous sets) and ``seed`` (random splits). Size keywords are ignored
-    for real datasets.
+    ``split`` (heterophilous sets), ``seed`` (random splits) and ``reverse_edges``
+    (``ogbn-arxiv`` / ``ogbn-papers100M``; see :func:`load_dataset`). Size keywords are
+    ignored for real datasets.
 
     Raises
     ------
@@ -29,14 +31,17 @@ def load_graph(name: str, data_dir: str | os.PathLike | None = None, split: int 
     """
     key = name.lower()
     if key in SYNTHETIC_DATASETS:
+        if reverse_edges is not None:
+            raise ValueError(f"reverse_edges applies to datasets stored directed (ogbn-arxiv, "
+                             f"ogbn-papers100M), not to the generated {name!r}")
         return SYNTHETIC_DATASETS[key](seed=seed, **sizes)
     if key not in REAL_DATASETS:
         raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
     if data_dir is None:
         raise ValueError(f"dataset {name!r} is read from disk: give its directory "
                          f"(--data-dir / data_dir), e.g. the shared/data folder")
-    return load_dataset(key, data_dir, split=split, seed=seed)
+    return load_dataset(key, data_dir, split=split, seed=seed, reverse_edges=reverse_edges)
 
 
 __all__ = ["DATASETS", "REAL_DATASETS", "SYNTHETIC_DATASETS", "homophilous_graph",
-           "load_dataset", "load_graph", "powerlaw_graph"]
+           "load_dataset", "load_graph", "powerlaw_graph", "read_ogbn_mag"]

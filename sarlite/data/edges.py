@@ -1,9 +1,100 @@
-"""Edge-list clean-up shared by the generators and the loaders."""
+"""Edge-list clean-up shared by the generators and the loaders, with bounded memory.
+
+An edge ``(u, v)`` of a graph with ``N`` nodes is packed into one int64 key ``u * N + v``.
+Readers write keys straight into one preallocated array (:class:`EdgeKeys`), so a graph
+of ``E`` stored edges never exists as separate ``src``/``dst`` lists while it is cleaned;
+:func:`graph_from_keys` then sorts that array in place, drops self-loops and duplicates by
+compacting it in place, and decodes it into ``src``/``dst``. Peak extra memory is one more
+array of the kept edges plus fixed-size chunks: the edge list is held at most twice.
+"""
 from __future__ import annotations
 
 import dgl
 import numpy as np
 import torch
+
+_CHUNK = 1 << 22          # elements per step of the chunked passes (32 MiB of int64)
+
+
+class EdgeKeys:
+    """A preallocated key array, filled chunk by chunk in file order.
+
+    ``symmetric=True`` reserves room for the reverse of every edge as well. ``add`` takes
+    one chunk of ``src``/``dst`` ids; ``graph()`` cleans and builds the graph once all
+    ``num_edges`` stored edges were added.
+    """
+
+    def __init__(self, num_edges: int, num_nodes: int, symmetric: bool):
+        self.num_nodes = int(num_nodes)
+        self.num_edges = int(num_edges)
+        self.symmetric = symmetric
+        self.keys = np.empty(self.num_edges * (2 if symmetric else 1), dtype=np.int64)
+        self.filled = 0
+
+    def add(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """Append one chunk of edges. Raises ``ValueError`` past ``num_edges`` edges."""
+        count = len(src)
+        if self.filled + count > self.num_edges:
+            raise ValueError(f"more than the {self.num_edges} edges announced")
+        n = np.int64(self.num_nodes)
+        lo, hi = self.filled, self.filled + count
+        _pack(src, dst, n, self.keys[lo:hi])
+        if self.symmetric:
+            _pack(dst, src, n, self.keys[self.num_edges + lo:self.num_edges + hi])
+        self.filled = hi
+
+    def graph(self) -> dgl.DGLGraph:
+        """The simple graph of the added edges (see :func:`graph_from_keys`)."""
+        if self.filled != self.num_edges:
+            raise ValueError(f"{self.filled} edges were read but {self.num_edges} were "
+                             f"announced")
+        keys, self.keys = self.keys, None
+        return graph_from_keys(keys, self.num_nodes)
+
+
+def _pack(src: np.ndarray, dst: np.ndarray, n: np.int64, out: np.ndarray) -> None:
+    np.multiply(src, n, out=out, casting="unsafe")
+    out += dst
+
+
+def graph_from_keys(keys: np.ndarray, num_nodes: int, chunk: int = _CHUNK) -> dgl.DGLGraph:
+    """Sort ``keys`` in place, drop self-loops and duplicates, and build the graph.
+
+    ``keys`` is consumed (overwritten). Edges come out sorted by ``(src, dst)``, so the
+    result does not depend on the order edges were read or drawn in. ``chunk`` bounds the
+    temporaries of each pass (elements).
+    """
+    n = np.int64(num_nodes)
+    keys.sort()
+    count = _compact_unique(keys, n, chunk)
+    src = np.empty(count, dtype=np.int64)
+    dst = keys[:count]
+    for lo in range(0, count, chunk):
+        part = slice(lo, min(lo + chunk, count))
+        np.floor_divide(dst[part], n, out=src[part])
+        dst[part] -= src[part] * n
+    return dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=int(n))
+
+
+def _compact_unique(keys: np.ndarray, n: np.int64, chunk_size: int) -> int:
+    """Move the distinct non-loop keys of sorted ``keys`` to its front; their count.
+
+    A self-loop ``(u, u)`` has key ``u * (n + 1)``. The write cursor never passes the
+    chunk being read, and each chunk is copied before it is written, so the pass is safe
+    in place.
+    """
+    cursor, previous = 0, None
+    for lo in range(0, len(keys), chunk_size):
+        chunk = keys[lo:lo + chunk_size]
+        keep = chunk % (n + 1) != 0
+        keep[1:] &= chunk[1:] != chunk[:-1]
+        if previous is not None:
+            keep[0] &= chunk[0] != previous
+        previous = chunk[-1].copy()
+        kept = chunk[keep]
+        keys[cursor:cursor + len(kept)] = kept
+        cursor += len(kept)
+    return cursor
 
 
 def simple_graph(src: np.ndarray, dst: np.ndarray, num_nodes: int,
@@ -12,12 +103,7 @@ def simple_graph(src: np.ndarray, dst: np.ndarray, num_nodes: int,
 
     Edges come out sorted by (src, dst), so the result does not depend on draw order.
     """
-    keep = src != dst
-    src, dst = src[keep], dst[keep]
-    if symmetric:
-        src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
-    key = np.unique(src * np.int64(num_nodes) + dst)
-    del src, dst
-    src, dst = np.divmod(key, np.int64(num_nodes))
-    del key
-    return dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=num_nodes)
+    keys = EdgeKeys(len(src), num_nodes, symmetric)
+    for lo in range(0, len(src), _CHUNK):
+        keys.add(src[lo:lo + _CHUNK], dst[lo:lo + _CHUNK])
+    return keys.graph()

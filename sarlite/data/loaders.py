@@ -9,11 +9,15 @@ shared data folder::
     <data_dir>/heterophilous/<name>.npz          (tolokers, squirrel, chameleon_directed, ...)
     <data_dir>/musae/facebook/facebook_{edges,target}.csv, facebook.json
     <data_dir>/musae/DE/DE_{edges,target}.csv, DE.json          (name ``twitch_de``)
+    <data_dir>/ogbn_arxiv/, ogbn_products/, ogbn_papers100M/     (OGB's layout, see
+                                                                 sarlite.data.ogb)
+    <data_dir>/reddit_data.npz, reddit_graph.npz (or reddit/, or DGL's reddit_<hash>/)
 
 Every loader returns a homogeneous ``dgl.DGLGraph`` with int64 ids. Self-loops and
 duplicate edges are dropped and the edges are sorted by ``(src, dst)``; undirected datasets
 carry both directions of each edge, the ``*_directed`` heterophilous variants keep the
-stored directions only. ``ndata`` holds (``N`` nodes, ``F`` features):
+stored directions only, and ``ogbn-arxiv`` / ``ogbn-papers100M`` get reverse edges
+unless ``reverse_edges=False``. ``ndata`` holds (``N`` nodes, ``F`` features):
 
 ==============  =================  ============================================
 key             shape / dtype      meaning
@@ -26,12 +30,12 @@ key             shape / dtype      meaning
 ==============  =================  ============================================
 
 Errors: an unknown name raises ``ValueError``; a missing ``data_dir`` or dataset file raises
-``FileNotFoundError`` naming the path; a file that cannot be parsed or has the wrong
-content raises ``ValueError`` naming the file and the problem.
+``FileNotFoundError`` naming the path (and, for OGB and Reddit, the layout expected); a file
+that cannot be parsed or has the wrong content raises ``ValueError`` naming the file and
+the problem.
 """
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import operator
@@ -39,7 +43,7 @@ import os
 import pickle
 import warnings
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import dgl
 import numpy as np
@@ -47,6 +51,9 @@ import scipy.sparse as sp
 import torch
 
 from .edges import simple_graph
+from .ogb import MAG, OGBN, load_ogbn
+from .reading import check, check_edges, finish, mask, read_npz, reading
+from .reddit import load_reddit
 
 _HETEROPHILOUS = (
     "actor", "chameleon", "chameleon_directed", "chameleon_filtered",
@@ -54,46 +61,6 @@ _HETEROPHILOUS = (
     "squirrel_filtered", "squirrel_filtered_directed", "texas", "texas_4_classes",
     "tolokers", "wisconsin",
 )
-
-
-class _FormatError(Exception):
-    """Raised inside ``_reading`` for content problems; turned into a ``ValueError``."""
-
-
-@contextlib.contextmanager
-def _reading(path: Path) -> Iterator[None]:
-    """Check that ``path`` exists and turn any parse failure in the block into one error."""
-    if not path.is_file():
-        raise FileNotFoundError(f"dataset file not found: {path}")
-    try:
-        yield
-    except OSError:
-        raise
-    except _FormatError as err:
-        raise ValueError(f"malformed dataset file {path}: {err}") from None
-    except Exception as err:  # noqa: BLE001 - any parser failure means a bad file
-        raise ValueError(f"malformed dataset file {path}: {type(err).__name__}: {err}") \
-            from err
-
-
-def _check(ok: bool, what: str) -> None:
-    if not ok:
-        raise _FormatError(what)
-
-
-def _mask(num_nodes: int, ids: np.ndarray) -> torch.Tensor:
-    mask = torch.zeros(num_nodes, dtype=torch.bool)
-    mask[torch.from_numpy(np.asarray(ids, dtype=np.int64))] = True
-    return mask
-
-
-def _finish(g: dgl.DGLGraph, feat: np.ndarray, label: np.ndarray,
-            masks: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> dgl.DGLGraph:
-    g.ndata["feat"] = torch.from_numpy(np.ascontiguousarray(feat, dtype=np.float32))
-    g.ndata["label"] = torch.from_numpy(np.ascontiguousarray(label, dtype=np.int64))
-    for key, mask in zip(("train_mask", "val_mask", "test_mask"), masks):
-        g.ndata[key] = mask
-    return g
 
 
 def _random_split(label: np.ndarray, seed: int, per_class: int = 20,
@@ -107,26 +74,7 @@ def _random_split(label: np.ndarray, seed: int, per_class: int = 20,
     order = np.random.default_rng(seed).permutation(n)
     train = np.concatenate([order[label[order] == c][:per_class] for c in np.unique(label)])
     rest = order[~np.isin(order, train)]
-    return _mask(n, train), _mask(n, rest[:num_val]), _mask(n, rest[num_val:])
-
-
-def _read_npz(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Read the named arrays of an ``.npz`` file (no pickled objects are loaded)."""
-    with _reading(path):
-        data = np.load(path, allow_pickle=False)
-        _check(isinstance(data, np.lib.npyio.NpzFile), "not an .npz archive")
-        with data:
-            missing = [k for k in keys if k not in data.files]
-            _check(not missing, f"missing array(s) {missing}; it has {sorted(data.files)}")
-            return {k: data[k] for k in keys}
-
-
-def _check_edges(edges: np.ndarray, num_nodes: int) -> None:
-    _check(edges.ndim == 2 and edges.shape[1] == 2, f"edges must be [E, 2], got {edges.shape}")
-    _check(np.issubdtype(edges.dtype, np.integer), f"edge ids must be integers, "
-                                                   f"got {edges.dtype}")
-    _check(edges.size == 0 or (edges.min() >= 0 and edges.max() < num_nodes),
-           f"edge ids must lie in [0, {num_nodes})")
+    return mask(n, train), mask(n, rest[:num_val]), mask(n, rest[num_val:])
 
 
 # ------------------------------------------------------------------ Planetoid (pickles)
@@ -143,19 +91,19 @@ def _load_planetoid(root: Path, name: str, split: int, seed: int) -> dgl.DGLGrap
     objs = {}
     for suffix in ("y", "tx", "ty", "allx", "ally", "graph"):
         path = folder / f"ind.{name}.{suffix}"
-        with _reading(path), open(path, "rb") as f, warnings.catch_warnings():
+        with reading(path), open(path, "rb") as f, warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # old scipy module paths
             objs[suffix] = obj = pickle.load(f, encoding="latin1")
             if suffix == "graph":
-                _check(isinstance(obj, dict), f"expected a dict, got {type(obj).__name__}")
+                check(isinstance(obj, dict), f"expected a dict, got {type(obj).__name__}")
             else:
                 objs[suffix] = obj = sp.csr_matrix(obj) if suffix in ("tx", "allx") \
                     else np.asarray(obj)
-                _check(obj.ndim == 2, f"expected a 2-D matrix, got shape {obj.shape}")
+                check(obj.ndim == 2, f"expected a 2-D matrix, got shape {obj.shape}")
     path = folder / f"ind.{name}.test.index"
-    with _reading(path):
+    with reading(path):
         test = np.loadtxt(path, dtype=np.int64, ndmin=1)
-        _check(0 < len(test) == objs["tx"].shape[0] == len(objs["ty"]),
+        check(0 < len(test) == objs["tx"].shape[0] == len(objs["ty"]),
                f"{len(test)} test ids but tx/ty have {objs['tx'].shape[0]}/{len(objs['ty'])} "
                "rows")
 
@@ -177,15 +125,15 @@ def _load_planetoid(root: Path, name: str, split: int, seed: int) -> dgl.DGLGrap
     label[test] = ty.argmax(1)
 
     path = folder / f"ind.{name}.graph"
-    with _reading(path):
+    with reading(path):
         src = np.array([u for u, vs in graph.items() for _ in vs], dtype=np.int64)
         dst = np.array([v for vs in graph.values() for v in vs], dtype=np.int64)
-        _check_edges(np.stack([src, dst], 1), num_nodes)
+        check_edges(np.stack([src, dst], 1), num_nodes)
     g = simple_graph(src, dst, num_nodes, symmetric=True)
     n_train = len(objs["y"])
-    masks = (_mask(num_nodes, np.arange(n_train)),
-             _mask(num_nodes, np.arange(n_train, n_train + 500)), _mask(num_nodes, test))
-    return _finish(g, feat, label, masks)
+    masks = (mask(num_nodes, np.arange(n_train)),
+             mask(num_nodes, np.arange(n_train, n_train + 500)), mask(num_nodes, test))
+    return finish(g, feat, label, masks)
 
 
 # ------------------------------------------------------------------ heterophilous (npz)
@@ -197,16 +145,16 @@ def _load_heterophilous(root: Path, name: str, split: int, seed: int) -> dgl.DGL
     for the ``*_directed`` variants, which keep the stored directions. ``seed`` is unused.
     """
     path = root / "heterophilous" / f"{name}.npz"
-    arrays = _read_npz(path, ("node_features", "node_labels", "edges", "train_masks",
+    arrays = read_npz(path, ("node_features", "node_labels", "edges", "train_masks",
                               "val_masks", "test_masks"))
     feat, label, edges = arrays["node_features"], arrays["node_labels"], arrays["edges"]
-    with _reading(path):
+    with reading(path):
         num_nodes = len(label)
-        _check(label.ndim == 1 and feat.ndim == 2 and len(feat) == num_nodes,
+        check(label.ndim == 1 and feat.ndim == 2 and len(feat) == num_nodes,
                f"node_features {feat.shape} and node_labels {label.shape} disagree")
-        _check_edges(edges, num_nodes)
+        check_edges(edges, num_nodes)
         masks = [arrays[k] for k in ("train_masks", "val_masks", "test_masks")]
-        _check(all(m.ndim == 2 and m.shape == masks[0].shape and m.shape[1] == num_nodes
+        check(all(m.ndim == 2 and m.shape == masks[0].shape and m.shape[1] == num_nodes
                    for m in masks), f"masks must be [num_splits, {num_nodes}]")
     num_splits = masks[0].shape[0]
     split = operator.index(split)
@@ -214,7 +162,7 @@ def _load_heterophilous(root: Path, name: str, split: int, seed: int) -> dgl.DGL
         raise ValueError(f"split must be in 0..{num_splits - 1} for {name!r}, got {split}")
     g = simple_graph(edges[:, 0].astype(np.int64), edges[:, 1].astype(np.int64), num_nodes,
                       symmetric=not name.endswith("_directed"))
-    return _finish(g, feat, label,
+    return finish(g, feat, label,
                    tuple(torch.from_numpy(m[split].astype(bool)) for m in masks))
 
 
@@ -228,21 +176,21 @@ def _load_cora_ml(root: Path, name: str, split: int, seed: int) -> dgl.DGLGraph:
     """
     path = root / "npz" / "cora_ml_ppnp.npz"
     parts = ("data", "indices", "indptr", "shape")
-    arrays = _read_npz(path, tuple(f"{m}.{p}" for m in ("adj_matrix", "attr_matrix")
+    arrays = read_npz(path, tuple(f"{m}.{p}" for m in ("adj_matrix", "attr_matrix")
                                    for p in parts) + ("labels",))
-    with _reading(path):
+    with reading(path):
         adj, attr = (sp.csr_matrix(tuple(arrays[f"{m}.{p}"] for p in parts[:3]),
                                    shape=tuple(arrays[f"{m}.shape"]))
                      for m in ("adj_matrix", "attr_matrix"))
         label = arrays["labels"]
         num_nodes = len(label)
-        _check(adj.shape == (num_nodes, num_nodes) and attr.shape[0] == num_nodes,
+        check(adj.shape == (num_nodes, num_nodes) and attr.shape[0] == num_nodes,
                f"adj {adj.shape}, attr {attr.shape} and labels ({num_nodes},) disagree")
     adj = adj.tocoo()
     keep = adj.data != 0
     g = simple_graph(adj.row[keep].astype(np.int64), adj.col[keep].astype(np.int64),
                       num_nodes, symmetric=True)
-    return _finish(g, attr.toarray(), label, _random_split(label, seed))
+    return finish(g, attr.toarray(), label, _random_split(label, seed))
 
 
 # ------------------------------------------------------------------ MUSAE (csv + json)
@@ -265,18 +213,18 @@ def _load_musae(root: Path, name: str, split: int, seed: int) -> dgl.DGLGraph:
     folder = root / "musae" / stem
 
     path = folder / f"{stem}_target.csv"
-    with _reading(path), open(path, newline="", encoding="utf-8") as f:
+    with reading(path), open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-        _check(bool(rows), "no rows")
+        check(bool(rows), "no rows")
         missing = {id_col, label_col} - set(rows[0])
-        _check(not missing, f"missing column(s) {sorted(missing)}; has {list(rows[0])}")
+        check(not missing, f"missing column(s) {sorted(missing)}; has {list(rows[0])}")
         ids = np.array([int(r[id_col]) for r in rows], dtype=np.int64)
         num_nodes = len(ids)
-        _check(np.array_equal(np.sort(ids), np.arange(num_nodes)),
+        check(np.array_equal(np.sort(ids), np.arange(num_nodes)),
                f"column {id_col!r} must hold each of 0..{num_nodes - 1} once")
         values = [r[label_col] for r in rows]
         if label_col == "mature":
-            _check(set(values) <= {"True", "False"}, "column 'mature' must be True/False")
+            check(set(values) <= {"True", "False"}, "column 'mature' must be True/False")
             codes = np.array([v == "True" for v in values], dtype=np.int64)
         else:
             classes = sorted(set(values))
@@ -285,27 +233,27 @@ def _load_musae(root: Path, name: str, split: int, seed: int) -> dgl.DGLGraph:
     label[ids] = codes
 
     path = folder / f"{stem}.json"
-    with _reading(path), open(path, encoding="utf-8") as f:
+    with reading(path), open(path, encoding="utf-8") as f:
         table = json.load(f)
-        _check(isinstance(table, dict), "expected a JSON object {node id: [feature ids]}")
+        check(isinstance(table, dict), "expected a JSON object {node id: [feature ids]}")
         rows_ = np.array([int(k) for k, v in table.items() for _ in v], dtype=np.int64)
         cols = np.array([int(c) for v in table.values() for c in v], dtype=np.int64)
-        _check(rows_.size == 0 or (rows_.min() >= 0 and rows_.max() < num_nodes),
+        check(rows_.size == 0 or (rows_.min() >= 0 and rows_.max() < num_nodes),
                f"node ids must lie in [0, {num_nodes})")
-        _check(cols.size == 0 or cols.min() >= 0, "feature ids must be non-negative")
+        check(cols.size == 0 or cols.min() >= 0, "feature ids must be non-negative")
     feat = np.zeros((num_nodes, int(cols.max()) + 1 if cols.size else 0), dtype=np.float32)
     feat[rows_, cols] = 1.0
 
     path = folder / f"{stem}_edges.csv"
-    with _reading(path), open(path, newline="", encoding="utf-8") as f:
+    with reading(path), open(path, newline="", encoding="utf-8") as f:
         header = f.readline().strip().split(",")
         # The README documents id_1,id_2; the Twitch files ship with from,to.
-        _check(header in (["id_1", "id_2"], ["from", "to"]),
+        check(header in (["id_1", "id_2"], ["from", "to"]),
                f"header must be id_1,id_2 (or from,to), got {','.join(header)}")
         edges = np.loadtxt(f, delimiter=",", dtype=np.int64, ndmin=2)
-        _check_edges(edges, num_nodes)
+        check_edges(edges, num_nodes)
     g = simple_graph(edges[:, 0], edges[:, 1], num_nodes, symmetric=True)
-    return _finish(g, feat, label, _random_split(label, seed))
+    return finish(g, feat, label, _random_split(label, seed))
 
 
 # ------------------------------------------------------------------ public API
@@ -316,28 +264,37 @@ _LOADERS: dict[str, Callable[[Path, str, int, int], dgl.DGLGraph]] = {
     "cora_ml": _load_cora_ml,
     **{stem: _load_heterophilous for stem in _HETEROPHILOUS},
     **{name: _load_musae for name in _MUSAE},
+    "reddit": lambda root, name, split, seed: load_reddit(root),
 }
+_HETEROGENEOUS = {MAG.name: MAG}
 
-REAL_DATASETS: tuple[str, ...] = tuple(sorted(_LOADERS))
+REAL_DATASETS: tuple[str, ...] = tuple(sorted([*_LOADERS, *OGBN, *_HETEROGENEOUS]))
 
 
 def load_dataset(name: str, data_dir: str | os.PathLike, split: int = 0,
-                 seed: int = 0) -> dgl.DGLGraph:
+                 seed: int = 0, reverse_edges: bool | None = None) -> dgl.DGLGraph:
     """Load the real dataset ``name`` (case-insensitive, one of ``REAL_DATASETS``).
 
     Parameters
     ----------
     name:
         Dataset name, e.g. ``"cora"``, ``"tolokers"``, ``"chameleon_directed"``,
-        ``"twitch_de"``.
+        ``"twitch_de"``, ``"ogbn-arxiv"``, ``"ogbn-papers100M"``, ``"reddit"``.
     data_dir:
-        Root of the data folder (``planetoid/``, ``heterophilous/``, ``npz/``, ``musae/``).
+        Root of the data folder (``planetoid/``, ``heterophilous/``, ``npz/``, ``musae/``,
+        OGB's ``ogbn_<name>/`` folders, Reddit's files; see :mod:`sarlite.data.ogb` and
+        :mod:`sarlite.data.reddit` for those layouts).
     split:
         Which of the 10 fixed splits (0..9) of a heterophilous dataset to use; other
-        datasets ignore it.
+        datasets ignore it (OGB and Reddit have one fixed split).
     seed:
         Seed of the random split of ``cora_ml``, ``facebook`` and ``twitch_de`` (20 training
         nodes per class, 500 validation, the rest test); other datasets ignore it.
+    reverse_edges:
+        Only for the datasets stored directed, ``ogbn-arxiv`` and ``ogbn-papers100M``:
+        ``None`` or ``True`` (the literature's setting) adds the reverse of every edge and
+        merges duplicates; ``False`` keeps the stored directions. Any other dataset
+        refuses a value other than ``None``.
 
     Returns
     -------
@@ -348,14 +305,27 @@ def load_dataset(name: str, data_dir: str | os.PathLike, split: int = 0,
     Raises
     ------
     ValueError
-        Unknown name, heterophilous ``split`` out of range, or a malformed file.
+        Unknown name, heterophilous ``split`` out of range, ``reverse_edges`` for a dataset
+        it does not apply to, or a malformed file.
     FileNotFoundError
-        ``data_dir`` or a needed file does not exist.
+        ``data_dir`` or a needed file does not exist; the message names the layout.
+    NotImplementedError
+        ``ogbn-mag``: it is heterogeneous (read it with :func:`sarlite.data.read_ogbn_mag`).
     """
     key = str(name).lower()
-    if key not in _LOADERS:
+    if key not in REAL_DATASETS:
         raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(REAL_DATASETS)}")
+    if key in _HETEROGENEOUS:
+        raise NotImplementedError(
+            f"{_HETEROGENEOUS[key].name} is heterogeneous (papers, authors, institutions, "
+            f"fields of study); sarlite's partitioner and trainer take homogeneous graphs "
+            f"so far. Read it as a dgl.heterograph with sarlite.data.read_ogbn_mag(data_dir)")
     root = Path(data_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"data directory not found: {root}")
+    if key in OGBN:
+        return load_ogbn(root, key, reverse_edges)
+    if reverse_edges is not None:
+        raise ValueError(f"reverse_edges applies to datasets stored directed (ogbn-arxiv, "
+                         f"ogbn-papers100M), not to {name!r}")
     return _LOADERS[key](root, key, split, seed)

@@ -68,8 +68,8 @@ def dataset_graph(cfg: Config):
     """The graph ``cfg.dataset`` describes, with its preprocessing applied."""
     ds = cfg.dataset
     g = load_graph(ds.name, ds.data_dir, split=ds.split, seed=ds.seed,
-                   num_nodes=ds.num_nodes, avg_degree=ds.avg_degree,
-                   num_classes=ds.num_classes, feat_dim=ds.feat_dim)
+                   reverse_edges=ds.reverse_edges, num_nodes=ds.num_nodes,
+                   avg_degree=ds.avg_degree, num_classes=ds.num_classes, feat_dim=ds.feat_dim)
     if ds.row_normalize:
         feat = g.ndata["feat"]
         g.ndata["feat"] = feat / feat.sum(1, keepdim=True).clamp(min=1e-12)
