@@ -46,6 +46,20 @@ def _add_dataset_args(parser: argparse.ArgumentParser) -> None:
                             "partitioner (default 0)")
 
 
+def _edge_budget(text: str):
+    """``--metis-max-edges``: ``auto``, ``all`` (None) or a positive integer."""
+    if text in ("auto", "all"):
+        return None if text == "all" else text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 'auto', 'all' or a positive integer, "
+                                         f"got {text!r}")
+    return value
+
+
 def load_dataset_from_args(args: argparse.Namespace):
     """The graph named by the dataset options of ``args``."""
     return data.load_graph(args.dataset, args.data_dir, split=args.split, seed=args.seed,
@@ -69,7 +83,8 @@ def _partition(args: argparse.Namespace) -> None:
     partition_graph(g, args.graph_name or args.dataset.lower(), args.num_parts, args.out,
                     part_method=args.method, balance_ntypes=balance,
                     balance_edges=args.balance_edges, objtype=args.objective,
-                    num_hops=args.num_hops, seed=args.seed)
+                    num_hops=args.num_hops, seed=args.seed,
+                    metis_max_edges=args.metis_max_edges)
     config = f"{args.out}/{args.graph_name or args.dataset.lower()}.json"
     print(partition_report(config, feat_width=args.report_width))
     print(f"wrote {config} ({time.time() - start:.1f}s)")
@@ -127,6 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also balance training nodes across parts")
     part.add_argument("--balance-edges", action="store_true",
                       help="also balance owned edges across parts")
+    part.add_argument("--metis-max-edges", type=_edge_budget, default="auto",
+                      help="the most undirected edges METIS reads; a bigger graph gives it a "
+                           "seeded uniform sample (less memory, a slightly larger cut). "
+                           "'auto' (default): max(2^24, 8 x nodes); 'all': every edge")
     part.add_argument("--num-hops", type=int, default=1,
                       help="hops of halo nodes stored with each part (default 1)")
     part.add_argument("--report-width", type=int, default=None,

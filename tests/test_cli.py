@@ -59,3 +59,18 @@ def test_missing_arguments_exit_with_usage(argv):
 def test_repeated_set_options_all_apply(parse):
     args = parse(["--set", "model.hidden=8", "--set", "train.epochs=2", "optim.lr=0.1"])
     assert args.set == ["model.hidden=8", "train.epochs=2", "optim.lr=0.1"]
+
+
+def test_metis_max_edges_caps_what_metis_reads_and_logs_it(tmp_path, caplog):
+    assert cli.main(["partition", "--num-nodes", "2000", "--num-parts", "2",
+                     "--metis-max-edges", "1000", "--out", str(tmp_path)]) == 0
+    assert "METIS reads a seeded uniform sample of" in caplog.text
+
+
+@pytest.mark.parametrize("value", ["0", "many"])
+def test_metis_max_edges_must_be_auto_all_or_a_positive_integer(tmp_path, value, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["partition", "--num-parts", "2", "--metis-max-edges", value,
+                  "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "expected 'auto', 'all' or a positive integer" in capsys.readouterr().err

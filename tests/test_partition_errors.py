@@ -36,6 +36,12 @@ def test_unknown_objtype_is_rejected(tmp_path):
         sarlite.partition_graph(random_graph(), "g", 2, tmp_path, objtype="edges")
 
 
+@pytest.mark.parametrize("value", [0, 2.5])
+def test_metis_max_edges_that_is_not_a_positive_integer_is_rejected(tmp_path, value):
+    with pytest.raises(ValueError, match="metis_max_edges must be a positive integer"):
+        sarlite.partition_graph(random_graph(), "g", 2, tmp_path, metis_max_edges=value)
+
+
 def test_missing_config_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="nothing.json"):
         sarlite.load_partition(tmp_path / "nothing.json", 0)

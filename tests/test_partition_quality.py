@@ -43,3 +43,12 @@ def test_report_counts_add_up(tmp_path):
     assert sum(report.train_nodes) == int(g.ndata["train_mask"].sum())
     assert report.comm_bytes_per_layer(16) == sum(report.halo_nodes) * 16 * 4
     assert "edge cut" in str(report) and report.to_dict()["num_parts"] == 4
+
+
+def test_metis_on_a_quarter_of_the_edges_of_a_dense_graph_cuts_nearly_as_few(tmp_path):
+    g = homophilous_graph(num_nodes=8000, avg_degree=40, num_classes=4, homophily=0.9)
+    full = _report(g, tmp_path / "full")
+    # num_edges() counts both directions: a quarter of the undirected edges
+    sampled = _report(g, tmp_path / "sampled", metis_max_edges=g.num_edges() // 8)
+    assert sampled.edge_cut < 1.1 * full.edge_cut
+    assert sampled.balance()["nodes"] <= 1.05

@@ -4,7 +4,8 @@ An edge ``(u, v)`` of a graph with ``N`` nodes is packed into one int64 key ``u 
 Readers write keys straight into one preallocated array (:class:`EdgeKeys`), so a graph
 of ``E`` stored edges never exists as separate ``src``/``dst`` lists while it is cleaned;
 :func:`graph_from_keys` then sorts that array in place, drops self-loops and duplicates by
-compacting it in place, and decodes it into ``src``/``dst``. Peak extra memory is one more
+compacting it in place (:func:`sarlite.partition.edgekeys.sort_unique`), and decodes it
+into ``src``/``dst``. Peak extra memory is one more
 array of the kept edges plus fixed-size chunks: the edge list is held at most twice.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ import dgl
 import numpy as np
 import torch
 
-_CHUNK = 1 << 22          # elements per step of the chunked passes (32 MiB of int64)
+from ..partition.edgekeys import CHUNK, sort_unique
 
 
 class EdgeKeys:
@@ -57,7 +58,7 @@ def _pack(src: np.ndarray, dst: np.ndarray, n: np.int64, out: np.ndarray) -> Non
     out += dst
 
 
-def graph_from_keys(keys: np.ndarray, num_nodes: int, chunk: int = _CHUNK) -> dgl.DGLGraph:
+def graph_from_keys(keys: np.ndarray, num_nodes: int, chunk: int = CHUNK) -> dgl.DGLGraph:
     """Sort ``keys`` in place, drop self-loops and duplicates, and build the graph.
 
     ``keys`` is consumed (overwritten). Edges come out sorted by ``(src, dst)``, so the
@@ -65,8 +66,7 @@ def graph_from_keys(keys: np.ndarray, num_nodes: int, chunk: int = _CHUNK) -> dg
     temporaries of each pass (elements).
     """
     n = np.int64(num_nodes)
-    keys.sort()
-    count = _compact_unique(keys, n, chunk)
+    count = sort_unique(keys, num_nodes, chunk)
     src = np.empty(count, dtype=np.int64)
     dst = keys[:count]
     for lo in range(0, count, chunk):
@@ -76,27 +76,6 @@ def graph_from_keys(keys: np.ndarray, num_nodes: int, chunk: int = _CHUNK) -> dg
     return dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=int(n))
 
 
-def _compact_unique(keys: np.ndarray, n: np.int64, chunk_size: int) -> int:
-    """Move the distinct non-loop keys of sorted ``keys`` to its front; their count.
-
-    A self-loop ``(u, u)`` has key ``u * (n + 1)``. The write cursor never passes the
-    chunk being read, and each chunk is copied before it is written, so the pass is safe
-    in place.
-    """
-    cursor, previous = 0, None
-    for lo in range(0, len(keys), chunk_size):
-        chunk = keys[lo:lo + chunk_size]
-        keep = chunk % (n + 1) != 0
-        keep[1:] &= chunk[1:] != chunk[:-1]
-        if previous is not None:
-            keep[0] &= chunk[0] != previous
-        previous = chunk[-1].copy()
-        kept = chunk[keep]
-        keys[cursor:cursor + len(kept)] = kept
-        cursor += len(kept)
-    return cursor
-
-
 def simple_graph(src: np.ndarray, dst: np.ndarray, num_nodes: int,
                  symmetric: bool) -> dgl.DGLGraph:
     """Drop self-loops and duplicate edges (optionally adding reverses) and build a graph.
@@ -104,6 +83,6 @@ def simple_graph(src: np.ndarray, dst: np.ndarray, num_nodes: int,
     Edges come out sorted by (src, dst), so the result does not depend on draw order.
     """
     keys = EdgeKeys(len(src), num_nodes, symmetric)
-    for lo in range(0, len(src), _CHUNK):
-        keys.add(src[lo:lo + _CHUNK], dst[lo:lo + _CHUNK])
+    for lo in range(0, len(src), CHUNK):
+        keys.add(src[lo:lo + CHUNK], dst[lo:lo + CHUNK])
     return keys.graph()

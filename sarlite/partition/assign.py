@@ -12,7 +12,12 @@ import numpy as np
 import pymetis
 import torch
 
+from .edgekeys import symmetric_csr
+
 METHODS = ("metis", "random")
+AUTO = "auto"
+AUTO_MIN_EDGES = 2 ** 24
+AUTO_EDGES_PER_NODE = 8
 OBJECTIVES = {"cut": 0, "vol": 1}   # METIS_OBJTYPE_CUT, METIS_OBJTYPE_VOL
 _WEIGHT_BUDGET = 2 ** 30            # keep the total vertex weight inside METIS' int32
 
@@ -23,29 +28,6 @@ def check_method(part_method: str, objtype: str) -> None:
     if objtype not in OBJECTIVES:
         raise ValueError(f"unknown objtype {objtype!r} (the METIS objective); choose one "
                          f"of {tuple(OBJECTIVES)}")
-
-
-def _symmetric_csr(src: torch.Tensor, dst: torch.Tensor,
-                   num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
-    """CSR (``xadj``, ``adjncy``) of the undirected simple graph behind ``(src, dst)``."""
-    src, dst = src.numpy(), dst.numpy()
-    keep = src != dst
-    lo = np.minimum(src[keep], dst[keep])
-    hi = np.maximum(src[keep], dst[keep])
-    del keep
-    pairs = np.unique(lo * np.int64(num_nodes) + hi)     # each undirected edge once
-    del lo, hi
-    lo, hi = np.divmod(pairs, np.int64(num_nodes))
-    del pairs
-    rows = np.concatenate([lo, hi])
-    cols = np.concatenate([hi, lo])
-    del lo, hi
-    order = np.argsort(rows, kind="stable")
-    adjncy = cols[order]
-    del cols
-    xadj = np.zeros(num_nodes + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=num_nodes), out=xadj[1:])
-    return xadj, adjncy
 
 
 def vertex_weights(num_nodes: int, in_degrees: torch.Tensor | None,
@@ -82,15 +64,37 @@ def vertex_weights(num_nodes: int, in_degrees: torch.Tensor | None,
     return np.maximum(1, np.rint(weight)).astype(np.int64)
 
 
+def metis_edge_budget(max_edges: int | str | None, num_nodes: int) -> int | None:
+    """The undirected edges METIS may read: ``"auto"`` is ``max(2**24, 8 * num_nodes)``
+    (16 edge ends per node on average, and never fewer than 2**24 edges), ``None`` every
+    edge, an integer itself.
+
+    Raises ``ValueError`` for anything else.
+    """
+    if max_edges == AUTO:
+        return max(AUTO_MIN_EDGES, AUTO_EDGES_PER_NODE * num_nodes)
+    if max_edges is None or (isinstance(max_edges, int) and not isinstance(max_edges, bool)
+                             and max_edges >= 1):
+        return max_edges
+    raise ValueError(f"metis_max_edges must be a positive integer, 'auto' or None, got "
+                     f"{max_edges!r}")
+
+
 def metis_assignment(g: dgl.DGLGraph, num_parts: int, balance_ntypes=None,
                      balance_edges: bool = False, objtype: str = "cut",
-                     seed: int = 0) -> torch.Tensor:
-    """Partition id (int64, shape ``(N,)``) of every node of ``g`` from k-way METIS."""
+                     seed: int = 0, max_edges: int | str | None = AUTO) -> torch.Tensor:
+    """Partition id (int64, shape ``(N,)``) of every node of ``g`` from k-way METIS.
+
+    ``max_edges``: METIS reads a seeded uniform sample of about this many undirected
+    edges when the graph has more (:func:`metis_edge_budget`; see
+    :func:`sarlite.partition.partition_graph`).
+    """
     num_nodes = g.num_nodes()
     if num_parts == 1:
         return torch.zeros(num_nodes, dtype=torch.int64)
     src, dst = g.edges()
-    xadj, adjncy = _symmetric_csr(src, dst, num_nodes)
+    xadj, adjncy = symmetric_csr(src.numpy(), dst.numpy(), num_nodes,
+                                 max_pairs=metis_edge_budget(max_edges, num_nodes), seed=seed)
     del src, dst
     weights = vertex_weights(num_nodes, g.in_degrees() if balance_edges else None,
                              balance_ntypes)

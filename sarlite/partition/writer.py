@@ -9,8 +9,9 @@ from pathlib import Path
 import dgl
 import torch
 
-from .assign import check_method, metis_assignment, random_assignment
+from .assign import AUTO, check_method, metis_assignment, metis_edge_budget, random_assignment
 from .book import DEFAULT_ETYPE_STR, DEFAULT_NTYPE
+from .edgekeys import CHUNK
 from .files import naming_full_disk, write_graph, write_json, write_tensors
 
 log = logging.getLogger("sarlite.partition")
@@ -19,7 +20,8 @@ _RESERVED = {dgl.NID, dgl.EID, "inner_node", "inner_edge", "part_id"}
 
 
 def _check_inputs(g: dgl.DGLGraph, graph_name: str, num_parts: int, out_path,
-                  part_method: str, objtype: str, num_hops: int, balance_ntypes) -> None:
+                  part_method: str, objtype: str, num_hops: int, balance_ntypes,
+                  metis_max_edges) -> None:
     if len(g.ntypes) != 1 or len(g.canonical_etypes) != 1:
         raise NotImplementedError("partition_graph supports homogeneous graphs only, got "
                                   f"node types {g.ntypes} and edge types {g.canonical_etypes}")
@@ -29,6 +31,7 @@ def _check_inputs(g: dgl.DGLGraph, graph_name: str, num_parts: int, out_path,
         raise ValueError(f"num_parts must be an integer in [1, {g.num_nodes()}] (the number "
                          f"of nodes), got {num_parts!r}")
     check_method(part_method, objtype)
+    metis_edge_budget(metis_max_edges, g.num_nodes())
     if not isinstance(num_hops, int) or num_hops < 1:
         raise ValueError(f"num_hops must be a positive integer, got {num_hops!r}")
     if Path(out_path).exists() and not Path(out_path).is_dir():
@@ -66,6 +69,22 @@ def _mkdir(path: Path, parents: bool = False) -> None:
 def _ranges(ends: torch.Tensor) -> torch.Tensor:
     """``(P, 2)`` ``[start, end)`` pairs from the cumulative part sizes ``ends``."""
     return torch.stack([torch.cat([ends.new_zeros(1), ends[:-1]]), ends], 1)
+
+
+def _narrow(parts: torch.Tensor, num_parts: int) -> torch.Tensor:
+    """Partition ids in the smallest integer type that holds them (less memory per edge)."""
+    for dtype in (torch.int8, torch.int16, torch.int32):
+        if num_parts <= torch.iinfo(dtype).max:
+            return parts.to(dtype)
+    return parts
+
+
+def _relabel(ids: torch.Tensor, order: torch.Tensor, new_id: torch.Tensor) -> torch.Tensor:
+    """``new_id[ids[order]]``, chunk by chunk: no temporary as long as the edge list."""
+    out = torch.empty(len(order), dtype=torch.int64)
+    for lo in range(0, len(order), CHUNK):
+        out[lo:lo + CHUNK] = new_id[ids[order[lo:lo + CHUNK]]]
+    return out
 
 
 def _halo_graph(src: torch.Tensor, dst: torch.Tensor, node_ranges: torch.Tensor,
@@ -114,7 +133,7 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
                     balance_ntypes=None, balance_edges: bool = False,
                     return_mapping: bool = False, num_trainers_per_machine: int = 1,
                     objtype: str = "cut", graph_formats=None, use_graphbolt: bool = False,
-                    *, seed: int = 0, **kwargs):
+                    *, seed: int = 0, metis_max_edges: int | str | None = AUTO, **kwargs):
     """Partition ``g`` and save it in DGL 2.x's format, readable by ``dgl.distributed``.
 
     Nodes are assigned to partitions (METIS k-way on the symmetrised graph, or a balanced
@@ -164,6 +183,18 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
         ``dgl.distributed.dgl_partition_to_graphbolt(part_config)`` if you need both.
     seed:
         Keyword-only (sarlite). Seed of the METIS or random assignment.
+    metis_max_edges:
+        Keyword-only (sarlite). The most undirected edges METIS reads: a graph with more
+        gives METIS a seeded uniform sample of about that many (every edge kept with the
+        same probability), and the assignment is used for the whole graph. ``"auto"``
+        (default) is ``max(2**24, 8 * num_nodes)``, 16 edge ends per node on average:
+        graphs below 2**24 undirected edges are never sampled. ``None`` gives METIS every
+        edge; an integer sets the cap. METIS's memory grows faster than its input on
+        graphs that coarsen poorly: at ogbn-products' size (a planted-partition graph of
+        2.45 M nodes, 61.8 M edges) every edge took 18.5 GiB and 230 s to partition, a
+        2**24-edge sample 7.7 GiB and 151 s, for a cut 0.6 % larger
+        (``benchmarks/results/products_scale.md``). The report shows the cut on the whole
+        graph.
     kwargs:
         DGL passes these to its GraphBolt conversion only; sarlite accepts none (any
         raises ``TypeError``, so a misspelt argument is never silently ignored).
@@ -197,7 +228,7 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
     """
     _check_dgl_options(num_trainers_per_machine, use_graphbolt, kwargs)
     _check_inputs(g, graph_name, num_parts, out_path, part_method, objtype, num_hops,
-                  balance_ntypes)
+                  balance_ntypes, metis_max_edges)
     out = Path(out_path)
     _mkdir(out, parents=True)
     config = out / f"{graph_name}.json"
@@ -207,7 +238,7 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
     if part_method == "metis":
         parts = metis_assignment(g, num_parts, None if balance_ntypes is None
                                  else torch.as_tensor(balance_ntypes), balance_edges,
-                                 objtype, seed)
+                                 objtype, seed, metis_max_edges)
     else:
         parts = random_assignment(g.num_nodes(), num_parts, seed)
     log.info("assigned %d nodes to %d parts (%s) in %.1fs", g.num_nodes(), num_parts,
@@ -218,13 +249,13 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
     new_id = torch.empty_like(orig_nids)
     new_id[orig_nids] = torch.arange(len(orig_nids))
     src, dst = g.edges()
-    edge_part = parts[dst]
+    edge_part = _narrow(parts, num_parts)[dst]
     del parts
     orig_eids = torch.sort(edge_part, stable=True).indices
     edge_ranges = _ranges(torch.cumsum(torch.bincount(edge_part, minlength=num_parts), 0))
     del edge_part
-    src = new_id[src[orig_eids]]
-    dst = new_id[dst[orig_eids]]
+    src = _relabel(src, orig_eids, new_id)
+    dst = _relabel(dst, orig_eids, new_id)
     del new_id
 
     meta = {"graph_name": graph_name, "num_nodes": g.num_nodes(),

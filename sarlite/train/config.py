@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -59,6 +59,9 @@ class PartitionConfig(_Section):
     objective: Literal["cut", "vol"] = Field("cut", description="METIS objective")
     balance_train: bool = Field(False, description="also balance training nodes")
     balance_edges: bool = Field(False, description="also balance owned edges")
+    metis_max_edges: Union[Literal["auto"], Annotated[int, Field(ge=1)], None] = Field(
+        "auto", description="the most undirected edges METIS reads; a bigger graph gives it "
+        "a seeded uniform sample ('auto': max(2^24, 8 x nodes); null: every edge)")
     cache_dir: str = Field("out/partitions", description="where partitions are kept and "
                            "reused while dataset and partition settings stay the same")
 

@@ -144,7 +144,7 @@ def _make(cfg: Config, num_parts: int) -> tuple[dict, list]:
     partition_graph(g, GRAPH_NAME, num_parts, out, part_method=part.method,
                     balance_ntypes=g.ndata["train_mask"].long() if part.balance_train
                     else None, balance_edges=part.balance_edges, objtype=part.objective,
-                    seed=cfg.dataset.seed)
+                    seed=cfg.dataset.seed, metis_max_edges=part.metis_max_edges)
     stamp = {"key": partition_key(cfg), "num_parts": num_parts, "id": uuid.uuid4().hex}
     write_json(out / STAMP, stamp)                      # last: the partitions are complete
     return stamp, _manifest(config)
