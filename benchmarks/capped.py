@@ -50,6 +50,21 @@ def _tree_rss_mib(root: psutil.Process) -> list[float]:
     return rss
 
 
+def _kill_tree(root: psutil.Process, group: int) -> None:
+    """Kill ``root``'s process group and every descendant (torchrun's workers may run in
+    sessions of their own)."""
+    try:
+        procs = root.children(recursive=True)
+    except psutil.NoSuchProcess:
+        procs = []
+    os.killpg(group, signal.SIGKILL)
+    for child in procs:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
 def run_capped(cmd: list[str], per_process_mib: float, total_mib: float, timeout: float,
                env: dict[str, str] | None = None, poll_s: float = 0.2,
                cwd: str | os.PathLike | None = None) -> CappedRun:
@@ -75,7 +90,7 @@ def run_capped(cmd: list[str], per_process_mib: float, total_mib: float, timeout
             elif time.perf_counter() - start > timeout:
                 status = "timeout"
             if status is not None:
-                os.killpg(proc.pid, signal.SIGKILL)
+                _kill_tree(root, proc.pid)
                 proc.wait()
                 break
             time.sleep(poll_s)

@@ -52,8 +52,12 @@ def _status_kib(field: str) -> int:
 
 
 def build_model(kind: str, in_dim: int, hidden: int, num_classes: int, num_layers: int = 3,
-                heads: int = 4):
-    """A plain ``dgl.nn`` model: ``sage`` (mean), ``gcn`` or ``gat``; ReLU between layers."""
+                heads: int = 4, norm=None):
+    """A plain ``dgl.nn`` model: ``sage`` (mean), ``gcn`` or ``gat``; ReLU between layers.
+
+    ``norm``: a batch-norm class (``torch.nn.BatchNorm1d``, or sarlite's
+    ``DistributedBatchNorm1d`` on workers) applied before each ReLU; ``None``: none.
+    """
     import dgl.nn as dglnn
     import torch
     from torch import nn
@@ -76,13 +80,16 @@ def build_model(kind: str, in_dim: int, hidden: int, num_classes: int, num_layer
                 else:
                     raise ValueError(f"unknown model {kind!r}")
             self.layers = nn.ModuleList(layers)
+            self.norms = nn.ModuleList(
+                [] if norm is None else [norm(b * (heads if kind == "gat" else 1))
+                                         for b in dims[1:-1]])
 
         def forward(self, g, x):
             for i, layer in enumerate(self.layers):
                 x = layer(g, x)
                 x = x.flatten(1) if x.dim() == 3 else x
                 if i < len(self.layers) - 1:
-                    x = torch.relu(x)
+                    x = torch.relu(self.norms[i](x) if len(self.norms) else x)
             return x
     return Net()
 
@@ -134,6 +141,14 @@ def bench_env() -> dict[str, str]:
     """
     return dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072", OMP_NUM_THREADS="1",
                 DGLBACKEND="pytorch")
+
+
+def user_env() -> dict[str, str]:
+    """The environment users have: no allocator variables; DGL's backend and one OpenMP
+    thread per process (as torchrun sets it)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env.update(DGLBACKEND="pytorch", OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"))
+    return env
 
 
 def run_json(cmd: list[str], timeout: float, num_procs: int = 1) -> list[dict]:

@@ -1,6 +1,7 @@
 """One measured training run: single-process DGL, or one torchrun worker of sarlite.
 
     python -m benchmarks.worker --mode dgl --graph G.dgl --result-dir DIR [options]
+    python -m benchmarks.worker --mode dgl --dataset NAME --data-dir D --result-dir DIR
     torchrun --nproc_per_node=N -m benchmarks.worker --mode sar --config P.json --result-dir DIR
 
 Not meant to be run by hand: :mod:`benchmarks.run` and :mod:`benchmarks.largest` launch it.
@@ -121,7 +122,11 @@ def run(args) -> None:
     torch.manual_seed(0)
     device = _device(args.device)
     if args.mode == "dgl":
-        graph = dgl.load_graphs(args.graph)[0][0]
+        if args.graph:
+            graph = dgl.load_graphs(args.graph)[0][0]
+        else:
+            from sarlite.data import load_graph
+            graph = load_graph(args.dataset, args.data_dir)
         feats = graph.ndata
         graph = graph.to(device)
         rank, sync, num_train = 0, (lambda m: None), float(feats["train_mask"].sum())
@@ -132,11 +137,15 @@ def run(args) -> None:
         feats = data.node_features
         graph = sarlite.construct_full_graph(data, mode=args.mode,
                                              pipeline_depth=args.pipeline_depth, device=device)
+        del data        # as sarlite.train does: the graph keeps what it needs
         count = sarlite.comm.all_reduce(feats["train_mask"].sum().float().reshape(1), "sum",
                                         kind="benchmark")
         sync, num_train = sarlite.all_reduce_gradients, float(count)
+    norm = None
+    if args.batch_norm:
+        norm = torch.nn.BatchNorm1d if args.mode == "dgl" else sarlite.DistributedBatchNorm1d
     model = common.build_model(args.model, feats["feat"].shape[1], args.hidden,
-                               args.num_classes, heads=args.heads).to(device)
+                               args.num_classes, heads=args.heads, norm=norm).to(device)
     if args.mode != "dgl":
         sarlite.sync_params(model)
     result = _train(graph, feats, model, args, num_train, sync, device)
@@ -151,20 +160,26 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mode", required=True, choices=MODES)
     parser.add_argument("--graph", help="saved unpartitioned graph (mode dgl)")
+    parser.add_argument("--dataset", help="or a dataset read with sarlite.data.load_graph "
+                                          "from --data-dir (mode dgl)")
+    parser.add_argument("--data-dir")
     parser.add_argument("--config", help="partition config JSON (sarlite modes)")
     parser.add_argument("--result-dir", required=True)
     parser.add_argument("--model", default="sage", choices=("sage", "gcn", "gat"))
     parser.add_argument("--hidden", type=int, default=256, help="hidden width (per head, GAT)")
     parser.add_argument("--heads", type=int, default=4, help="GAT heads of hidden layers")
     parser.add_argument("--num-classes", type=int, default=8)
+    parser.add_argument("--batch-norm", action="store_true",
+                        help="batch norm after each hidden layer (as in SAR's papers100M runs)")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--pipeline-depth", type=int, default=1)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = parser.parse_args()
-    if (args.mode == "dgl") != (args.graph is not None) or \
-            (args.mode != "dgl") != (args.config is not None):
-        parser.error("mode dgl needs --graph (and no --config); sarlite modes need --config")
+    whole = args.graph is not None or args.dataset is not None
+    if (args.mode == "dgl") != whole or (args.mode != "dgl") != (args.config is not None):
+        parser.error("mode dgl needs --graph or --dataset (and no --config); sarlite modes "
+                     "need --config")
     if args.epochs < 1 or args.warmup < 0:
         parser.error("need --epochs >= 1 and --warmup >= 0")
     run(args)

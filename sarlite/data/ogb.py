@@ -116,13 +116,14 @@ def _splits(split_dir: Path, num_nodes: int, layout: str) -> list[torch.Tensor]:
 
 
 def _timed(what: str):
+    """Log ``what ...`` now; the returned function logs how long it took."""
     start = time.time()
-    log.info("reading %s ...", what)
-    return lambda: log.info("  %s read in %.1fs", what, time.time() - start)
+    log.info("%s ...", what)
+    return lambda: log.info("  done in %.1fs", time.time() - start)
 
 
 def _csv_edges(path: Path, keys: EdgeKeys, layout: str) -> None:
-    done = _timed(f"{path.name} ({keys.num_edges:,} edges)")
+    done = _timed(f"reading {path.name} ({keys.num_edges:,} edges)")
     with reading(path, layout):
         for chunk in csv_chunks(path, np.int64, 2):
             check(chunk.min() >= 0 and chunk.max() < keys.num_nodes,
@@ -183,10 +184,10 @@ def _read_csv(raw: Path, symmetric: bool, layout: str):
     num_edges = _count(raw / "num-edge-list.csv.gz", layout)
     keys = EdgeKeys(num_edges, num_nodes, symmetric)
     _csv_edges(raw / "edge.csv.gz", keys, layout)
-    done = _timed("edge clean-up")
+    done = _timed("sorting and de-duplicating the edges")
     g = keys.graph()
     done()
-    done = _timed(f"node-feat.csv.gz ({num_nodes:,} rows)")
+    done = _timed(f"reading node-feat.csv.gz ({num_nodes:,} rows)")
     feat = csv_array(raw / "node-feat.csv.gz", np.float32, num_nodes, layout=layout)
     done()
     label = csv_array(raw / "node-label.csv.gz", np.int64, num_nodes, 1, layout)[:, 0]
@@ -208,7 +209,7 @@ def _read_binary(raw: Path, symmetric: bool, layout: str):
         check(feat.ndim == 2 and len(feat) == num_nodes,
               f"node_feat has shape {feat.shape}, expected ({num_nodes}, F)")
         keys = EdgeKeys(num_edges, num_nodes, symmetric)
-        done = _timed(f"edge_index ({num_edges:,} edges)")
+        done = _timed(f"reading edge_index ({num_edges:,} edges)")
         step = 1 << 22
         for lo in range(0, num_edges, step):
             chunk = np.asarray(edge_index[:, lo:lo + step], dtype=np.int64)
