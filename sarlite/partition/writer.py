@@ -191,10 +191,10 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
         graphs below 2**24 undirected edges are never sampled. ``None`` gives METIS every
         edge; an integer sets the cap. METIS's memory grows faster than its input on
         graphs that coarsen poorly: at ogbn-products' size (a planted-partition graph of
-        2.45 M nodes, 61.8 M edges) every edge took 18.5 GiB and 230 s to partition, a
-        2**24-edge sample 7.7 GiB and 151 s, for a cut 0.6 % larger
-        (``benchmarks/results/products_scale.md``). The report shows the cut on the whole
-        graph.
+        2.45 M nodes, 61.8 M edges), from files to 4 written parts, every edge took
+        18.5 GiB and 214 s, ``"auto"`` (19.6 M edges) 8.3 GiB and 155 s for a cut 0.4 %
+        larger (``benchmarks/results/products_scale.md``). The report shows the cut on
+        the whole graph.
     kwargs:
         DGL passes these to its GraphBolt conversion only; sarlite accepts none (any
         raises ``TypeError``, so a misspelt argument is never silently ignored).
