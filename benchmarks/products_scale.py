@@ -200,7 +200,8 @@ def train(args, work: Path) -> list[dict]:
 
 def _md(result: dict) -> str:
     lines = ["# ogbn-products size from OGB's files: sarlite against DGL", "",
-             f"Measured {result['date']} on {result['machine']}; `{result['command']}`.",
+             f"Measured {result['date']} on {result['machine']}; "
+             + "; then ".join(f"`{c}`" for c in result["commands"]) + ".",
              f"Synthetic planted-partition graph of {result['scale']:g} x ogbn-products' size "
              f"written in OGB's layout ({int(NUM_NODES * result['scale']):,} nodes, "
              f"{int(NUM_EDGES * result['scale']):,} undirected edges stored once, "
@@ -293,9 +294,11 @@ def main() -> None:
         print(f"  written in {time.time() - start:.0f} s", flush=True)
     result_path = args.out / "products_scale.json"
     result = json.loads(result_path.read_text()) if result_path.is_file() else {}
+    command = "python -m benchmarks.products_scale " + " ".join(
+        "DIR" if a == str(args.data_dir) else a for a in sys.argv[1:])
     result.update(date=time.strftime("%Y-%m-%d"), machine=machine(), parts=args.parts,
                   cap_gib=args.cap_gib, scale=args.scale,
-                  command="python -m benchmarks.products_scale " + " ".join(sys.argv[1:]))
+                  commands=[*result.get("commands", []), command])
     if "partition" in steps:
         result["partition"] = partition(args, work)
     if "train" in steps:          # one entry per model width, so runs of both stay
