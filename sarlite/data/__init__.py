@@ -6,7 +6,7 @@ import os
 import dgl
 
 from .loaders import REAL_DATASETS, load_dataset
-from .ogb import read_ogbn_mag
+from .ogb import read_ogbn_mag, refuse_reverse_edges
 from .synthetic import homophilous_graph, powerlaw_graph
 
 SYNTHETIC_DATASETS = {"synthetic": homophilous_graph, "powerlaw": powerlaw_graph}
@@ -32,8 +32,7 @@ def load_graph(name: str, data_dir: str | os.PathLike | None = None, split: int 
     key = name.lower()
     if key in SYNTHETIC_DATASETS:
         if reverse_edges is not None:
-            raise ValueError(f"reverse_edges applies to datasets stored directed (ogbn-arxiv, "
-                             f"ogbn-papers100M), not to the generated {name!r}")
+            refuse_reverse_edges(name)
         return SYNTHETIC_DATASETS[key](seed=seed, **sizes)
     if key not in REAL_DATASETS:
         raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ..partition.edgekeys import CHUNK, sort_unique
+from .reading import check
 
 
 class EdgeKeys:
@@ -33,16 +34,30 @@ class EdgeKeys:
         self.filled = 0
 
     def add(self, src: np.ndarray, dst: np.ndarray) -> None:
-        """Append one chunk of edges. Raises ``ValueError`` past ``num_edges`` edges."""
+        """Append one chunk of edges.
+
+        Raises :class:`~sarlite.data.reading.FormatError` (one error naming the file when
+        read inside :func:`~sarlite.data.reading.reading`) for a node id outside
+        ``[0, num_nodes)`` or an edge past ``num_edges``.
+        """
         count = len(src)
-        if self.filled + count > self.num_edges:
-            raise ValueError(f"more than the {self.num_edges} edges announced")
+        check(count == 0 or (min(src.min(), dst.min()) >= 0
+                             and max(src.max(), dst.max()) < self.num_nodes),
+              f"node ids must lie in [0, {self.num_nodes})")
+        check(self.filled + count <= self.num_edges,
+              f"more than the {self.num_edges} edges announced")
         n = np.int64(self.num_nodes)
         lo, hi = self.filled, self.filled + count
         _pack(src, dst, n, self.keys[lo:hi])
         if self.symmetric:
             _pack(dst, src, n, self.keys[self.num_edges + lo:self.num_edges + hi])
         self.filled = hi
+
+    def extend(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """Append whole id arrays (memory maps included), ``CHUNK`` edges at a time."""
+        for lo in range(0, len(src), CHUNK):
+            self.add(np.asarray(src[lo:lo + CHUNK], dtype=np.int64),
+                     np.asarray(dst[lo:lo + CHUNK], dtype=np.int64))
 
     def graph(self) -> dgl.DGLGraph:
         """The simple graph of the added edges (see :func:`graph_from_keys`)."""
@@ -83,6 +98,5 @@ def simple_graph(src: np.ndarray, dst: np.ndarray, num_nodes: int,
     Edges come out sorted by (src, dst), so the result does not depend on draw order.
     """
     keys = EdgeKeys(len(src), num_nodes, symmetric)
-    for lo in range(0, len(src), CHUNK):
-        keys.add(src[lo:lo + CHUNK], dst[lo:lo + CHUNK])
+    keys.extend(src, dst)
     return keys.graph()

@@ -51,7 +51,7 @@ import scipy.sparse as sp
 import torch
 
 from .edges import simple_graph
-from .ogb import MAG, OGBN, load_ogbn
+from .ogb import MAG, OGBN, load_ogbn, refuse_reverse_edges
 from .reading import check, check_edges, finish, mask, read_npz, reading
 from .reddit import load_reddit
 
@@ -326,6 +326,5 @@ def load_dataset(name: str, data_dir: str | os.PathLike, split: int = 0,
     if key in OGBN:
         return load_ogbn(root, key, reverse_edges)
     if reverse_edges is not None:
-        raise ValueError(f"reverse_edges applies to datasets stored directed (ogbn-arxiv, "
-                         f"ogbn-papers100M), not to {name!r}")
+        refuse_reverse_edges(name)
     return _LOADERS[key](root, key, split, seed)

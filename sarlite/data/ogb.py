@@ -126,23 +126,24 @@ def _csv_edges(path: Path, keys: EdgeKeys, layout: str) -> None:
     done = _timed(f"reading {path.name} ({keys.num_edges:,} edges)")
     with reading(path, layout):
         for chunk in csv_chunks(path, np.int64, 2):
-            check(chunk.min() >= 0 and chunk.max() < keys.num_nodes,
-                  f"node ids must lie in [0, {keys.num_nodes})")
-            check(keys.filled + len(chunk) <= keys.num_edges,
-                  f"more rows than the {keys.num_edges} edges of num-edge-list.csv.gz")
             keys.add(chunk[:, 0], chunk[:, 1])
         check(keys.filled == keys.num_edges, f"{keys.filled} rows, but num-edge-list.csv.gz "
                                              f"gives {keys.num_edges} edges")
     done()
 
 
+def refuse_reverse_edges(name: str) -> None:
+    """The one error for ``reverse_edges`` given to a dataset it does not apply to."""
+    raise ValueError(f"reverse_edges applies to datasets stored directed (ogbn-arxiv, "
+                     f"ogbn-papers100M), not to {name!r}: the others are read in the one "
+                     f"form they have")
+
+
 def _symmetric(spec: OgbnSpec, reverse_edges: bool | None) -> bool:
     if reverse_edges is None:
         return True
     if not spec.directed:
-        raise ValueError(f"reverse_edges applies to datasets stored directed (ogbn-arxiv, "
-                         f"ogbn-papers100M); {spec.name} is undirected and always has both "
-                         f"directions")
+        refuse_reverse_edges(spec.name)
     return bool(reverse_edges)
 
 
@@ -210,12 +211,7 @@ def _read_binary(raw: Path, symmetric: bool, layout: str):
               f"node_feat has shape {feat.shape}, expected ({num_nodes}, F)")
         keys = EdgeKeys(num_edges, num_nodes, symmetric)
         done = _timed(f"reading edge_index ({num_edges:,} edges)")
-        step = 1 << 22
-        for lo in range(0, num_edges, step):
-            chunk = np.asarray(edge_index[:, lo:lo + step], dtype=np.int64)
-            check(chunk.min() >= 0 and chunk.max() < num_nodes,
-                  f"edge_index ids must lie in [0, {num_nodes})")
-            keys.add(chunk[0], chunk[1])
+        keys.extend(edge_index[0], edge_index[1])
         done()
     del arrays, edge_index
     g = keys.graph()
@@ -315,4 +311,5 @@ def _triplets(path: Path, num_nodes: dict[str, int], layout: str) -> list[tuple[
     return triplets
 
 
-__all__ = ["MAG", "OGBN", "OgbnSpec", "dataset_dir", "load_ogbn", "read_ogbn_mag"]
+__all__ = ["MAG", "OGBN", "OgbnSpec", "dataset_dir", "load_ogbn", "read_ogbn_mag",
+           "refuse_reverse_edges"]

@@ -20,7 +20,7 @@ import torch
 CSV_CHUNK_ROWS = 1 << 20
 
 
-class FormatError(Exception):
+class FormatError(ValueError):
     """Raised inside :func:`reading` for content problems; turned into a ``ValueError``."""
 
 

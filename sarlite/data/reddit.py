@@ -75,13 +75,7 @@ def load_reddit(root: Path) -> dgl.DGLGraph:
         check(row.shape == col.shape and row.ndim == 1, "row and col must be equal-length "
                                                         "vectors")
         keys = EdgeKeys(len(row), num_nodes, symmetric=True)
-        step = 1 << 22
-        for lo in range(0, len(row), step):
-            src, dst = (np.asarray(a[lo:lo + step], dtype=np.int64) for a in (row, col))
-            check(src.size == 0 or (min(src.min(), dst.min()) >= 0
-                                    and max(src.max(), dst.max()) < num_nodes),
-                  f"row/col ids must lie in [0, {num_nodes})")
-            keys.add(src, dst)
+        keys.extend(row, col)
     del row, col
     g = keys.graph()
     types = np.asarray(types)
