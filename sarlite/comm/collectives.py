@@ -16,19 +16,16 @@ Everything in sarlite that talks to other ranks outside the row exchanges
 """
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import pickle
-import time
 
 import torch
 import torch.distributed as dist
 
-from . import health, traffic
-from .context import comm_device, rank, world_size
+from . import traffic
+from .context import comm_device, rank, settle, world_size
 from .errors import disagreement, guarded
 
-_GLOO_SETTLE = 0.1          # seconds; see finalize
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
 
@@ -201,17 +198,11 @@ def finalize() -> None:
     """Wait for every rank, then take down the default process group (if one exists).
 
     Collective: every rank must call it. The barrier keeps a rank from tearing the group
-    down while another still uses it. The heartbeat monitor stops after the barrier.
-
-    A gloo group is removed from ``torch.distributed`` but its C++ object is kept alive
-    until the process exits, and never destroyed: torch 2.2's ``~ProcessGroupGloo`` joins
-    its worker threads while holding Python's lock, and deadlocks when a worker thread
-    still has to free a tensor of the last collective (measured: about 1 in 30 training
-    runs hung at exit). The threads end with the process. This rank then sleeps 0.1 s,
-    without the GIL, so that a gloo thread still freeing the last collective's tensors can
-    finish: one caught doing so when Python finalizes aborts the process. (The training
-    app also ends its workers with ``os._exit`` after ``finalize``, which closes that
-    window completely.)
+    down while another still uses it. After the barrier, :func:`~sarlite.comm.context.settle`
+    stops the heartbeat monitor; with gloo it also keeps the group's C++ object alive
+    until the process ends and gives gloo's threads a moment to finish. The group is then
+    removed from ``torch.distributed``. (The training app also ends its workers with
+    ``os._exit`` after ``finalize``, which closes the last window completely.)
 
     Raises
     ------
@@ -221,17 +212,8 @@ def finalize() -> None:
     if not dist.is_initialized():
         return
     barrier("finalize")
-    health.stop()
-    if dist.get_backend() == "gloo":
-        _keep_until_exit(dist.group.WORLD)
-        time.sleep(_GLOO_SETTLE)
+    settle()
     dist.destroy_process_group()
-
-
-def _keep_until_exit(obj: object) -> None:
-    """Hold one reference to ``obj`` that is never released (not even at interpreter
-    exit), so that its destructor never runs."""
-    ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
 
 
 def _signature(fields: dict[str, torch.Tensor]) -> tuple:

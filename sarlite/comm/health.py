@@ -57,9 +57,9 @@ class Failure:
 def exit_now(code: int) -> None:
     """Leave the process at once: flush what was printed, run no destructors and no
     interpreter finalization. With torch 2.2's gloo, both can fail: the process group's
-    destructor can deadlock (see :func:`sarlite.finalize`), and a gloo thread that still
-    frees the last collective's tensor when Python finalizes is killed inside C++ code,
-    which aborts the process (measured: 1 in 50 tiny runs)."""
+    destructor can deadlock, and a gloo thread that still frees the last collective's
+    tensor when Python finalizes is killed inside C++ code, which aborts the process
+    (see :func:`sarlite.comm.context.settle`)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
