@@ -82,12 +82,16 @@ def metis_edge_budget(max_edges: int | str | None, num_nodes: int) -> int | None
 
 def metis_assignment(g: dgl.DGLGraph, num_parts: int, balance_ntypes=None,
                      balance_edges: bool = False, objtype: str = "cut",
-                     seed: int = 0, max_edges: int | str | None = AUTO) -> torch.Tensor:
+                     seed: int = 0, max_edges: int | str | None = AUTO,
+                     exact_classes: torch.Tensor | None = None) -> torch.Tensor:
     """Partition id (int64, shape ``(N,)``) of every node of ``g`` from k-way METIS.
 
     ``max_edges``: METIS reads a seeded uniform sample of about this many undirected
     edges when the graph has more (:func:`metis_edge_budget`; see
-    :func:`sarlite.partition.partition_graph`).
+    :func:`sarlite.partition.partition_graph`). ``exact_classes``: a class per node
+    (e.g. the node type of a heterogeneous graph's homogeneous view) that every part then
+    holds evenly, up to one node (:func:`even_classes`); METIS also sees them folded into
+    its vertex weight, as ``balance_ntypes``.
     """
     num_nodes = g.num_nodes()
     if num_parts == 1:
@@ -97,11 +101,75 @@ def metis_assignment(g: dgl.DGLGraph, num_parts: int, balance_ntypes=None,
                                  max_pairs=metis_edge_budget(max_edges, num_nodes), seed=seed)
     del src, dst
     weights = vertex_weights(num_nodes, g.in_degrees() if balance_edges else None,
-                             balance_ntypes)
+                             balance_ntypes if exact_classes is None else exact_classes)
     options = pymetis.Options(seed=int(seed), objtype=OBJECTIVES[objtype])
     _, parts = pymetis.part_graph(num_parts, pymetis.CSRAdjacency(xadj, adjncy),
                                   vweights=weights, recursive=False, options=options)
-    return torch.as_tensor(np.asarray(parts, dtype=np.int64))
+    parts = torch.as_tensor(np.asarray(parts, dtype=np.int64))
+    if exact_classes is not None:
+        parts = even_classes(parts, exact_classes, xadj, adjncy, num_parts)
+    return parts
+
+
+def even_classes(parts: torch.Tensor, classes: torch.Tensor, xadj: np.ndarray,
+                 adjncy: np.ndarray, num_parts: int) -> torch.Tensor:
+    """``parts`` changed so that every class has the same number of nodes in every part
+    (up to one), moving as few nodes as possible, each to where it has most neighbours.
+
+    METIS balances several quantities at once only with one constraint per quantity,
+    which pymetis does not expose (DGL's own METIS build does: ``balance_ntypes``). So
+    the classes are folded into one vertex weight for METIS (:func:`vertex_weights`) and
+    evened out afterwards: per class, the parts with too many of its nodes give the
+    excess to the parts with too few. Candidates are ranked by the neighbours they gain
+    minus those they lose (in the adjacency METIS saw), and moved greedily, best first.
+    """
+    parts = parts.clone()
+    rows = torch.repeat_interleave(torch.arange(len(xadj) - 1),
+                                   torch.as_tensor(np.diff(xadj)))
+    cols = torch.as_tensor(np.asarray(adjncy, dtype=np.int64))
+    for cls in torch.unique(classes).tolist():
+        members = (classes == cls).nonzero().squeeze(1)
+        moves = _class_moves(parts, members, rows, cols, num_parts)
+        parts[moves[0]] = moves[1]
+    return parts
+
+
+def _class_moves(parts: torch.Tensor, members: torch.Tensor, rows: torch.Tensor,
+                 cols: torch.Tensor, num_parts: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(nodes, new parts)`` that even out one class (see :func:`even_classes`)."""
+    counts = torch.bincount(parts[members], minlength=num_parts)
+    target = torch.full((num_parts,), len(members) // num_parts)
+    target[torch.argsort(counts, descending=True, stable=True)[:len(members) % num_parts]] += 1
+    excess = counts - target
+    if not bool((excess > 0).any()):
+        return members[:0], members[:0]
+    givers = members[excess[parts[members]] > 0]
+    local = torch.full((len(parts),), -1, dtype=torch.int64)
+    local[givers] = torch.arange(len(givers))
+    near = local[rows] >= 0
+    links = torch.zeros(len(givers), num_parts)
+    links.index_put_((local[rows[near]], parts[cols[near]]), torch.ones(int(near.sum())),
+                     accumulate=True)
+    gain = links - links.gather(1, parts[givers].unsqueeze(1))
+    takers = (excess < 0).nonzero().squeeze(1)
+    pairs = gain[:, takers].flatten()
+    order = torch.argsort(pairs, descending=True, stable=True).tolist()
+    give, need = excess.tolist(), (-excess).tolist()
+    moved, nodes, dest, left = set(), [], [], int(excess.clamp(min=0).sum())
+    for pair in order:
+        if left == 0:
+            break
+        g, q = divmod(pair, len(takers))
+        part, taker = int(parts[givers[g]]), int(takers[q])
+        if g in moved or give[part] == 0 or need[taker] == 0:
+            continue
+        moved.add(g)
+        left -= 1
+        give[part] -= 1
+        need[taker] -= 1
+        nodes.append(int(givers[g]))
+        dest.append(taker)
+    return torch.tensor(nodes, dtype=torch.int64), torch.tensor(dest, dtype=torch.int64)
 
 
 def random_assignment(num_nodes: int, num_parts: int, seed: int = 0) -> torch.Tensor:

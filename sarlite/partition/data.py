@@ -16,7 +16,7 @@ import torch
 from ..comm.context import rank as current_rank
 from ..comm.context import world_size
 from .book import DEFAULT_ETYPE_STR, DEFAULT_NTYPE, RangePartitionBook
-from .files import load_partition, read_part_config
+from .files import load_partition, read_part_config, require_homogeneous
 
 
 @dataclass
@@ -206,6 +206,7 @@ def load_partition_data(part_config: str | os.PathLike, rank: int | None = None,
     NotImplementedError
         The config describes a heterogeneous graph.
     """
+    require_homogeneous(part_config, "load_partition_data")
     if rank is None:
         _check_world_size(part_config)
     graph, node_feats, edge_feats, book, graph_name, _, _ = load_partition(

@@ -1,15 +1,18 @@
 """Reading and writing the DGL 2.x partition format.
 
-Layout (what ``dgl.distributed.partition_graph`` writes for a homogeneous graph)::
+Layout (what ``dgl.distributed.partition_graph`` writes)::
 
     <out>/<graph_name>.json          graph_name, num_nodes, num_edges, part_method,
                                      num_parts, halo_hops, node_map, edge_map, ntypes,
                                      etypes, and "part-<i>": {node_feats, edge_feats,
                                      part_graph} paths relative to the JSON
     <out>/part<i>/graph.dgl          the partition graph: ndata _ID, inner_node, part_id;
-                                     edata _ID, inner_edge
-    <out>/part<i>/node_feat.dgl      {"_N/<name>": owned rows}
-    <out>/part<i>/edge_feat.dgl      {"_N:_E:_N/<name>": owned rows}
+                                     edata _ID, inner_edge; for a heterogeneous graph
+                                     also ndata/edata _TYPE (node and edge type ids)
+    <out>/part<i>/node_feat.dgl      {"<ntype>/<name>": owned rows}
+    <out>/part<i>/edge_feat.dgl      {"<src>:<rel>:<dst>/<name>": owned rows}
+
+A homogeneous graph has the one node type ``_N`` and the one edge type ``_N:_E:_N``.
 
 Every file is written under a temporary name and renamed into place, and the JSON is
 written last, so an interrupted run never leaves a partition that looks complete.
@@ -28,7 +31,7 @@ import dgl
 from dgl._ffi.base import DGLError
 from dgl.data.utils import load_tensors, save_tensors
 
-from .book import DEFAULT_ETYPE, DEFAULT_ETYPE_STR, DEFAULT_NTYPE, RangePartitionBook
+from .book import DEFAULT_ETYPE_STR, DEFAULT_NTYPE, RangePartitionBook
 
 REQUIRED_KEYS = ("graph_name", "num_nodes", "num_edges", "num_parts", "node_map",
                  "edge_map")
@@ -187,8 +190,6 @@ def read_part_config(part_config: str | os.PathLike) -> dict:
         The file does not exist.
     ValueError
         It is not valid JSON, or lacks a required key, or its values are inconsistent.
-    NotImplementedError
-        It describes a heterogeneous graph.
     """
     path = Path(part_config)
     if not path.is_file():
@@ -205,10 +206,34 @@ def read_part_config(part_config: str | os.PathLike) -> dict:
     if not isinstance(meta["num_parts"], int) or meta["num_parts"] < 1:
         raise ValueError(f"partition config {path}: num_parts must be a positive integer, "
                          f"got {meta['num_parts']!r}")
-    if len(meta.get("ntypes", {DEFAULT_NTYPE: 0})) != 1 or \
-            len(meta.get("etypes", {DEFAULT_ETYPE_STR: 0})) != 1:
-        raise NotImplementedError(f"partition config {path} describes a heterogeneous "
-                                  f"graph; sarlite supports homogeneous graphs only")
+    return meta
+
+
+def is_heterogeneous(meta: dict) -> bool:
+    """Whether a partition JSON (as :func:`read_part_config` returns it) describes a graph
+    with several node or edge types."""
+    return len(meta.get("ntypes", {DEFAULT_NTYPE: 0})) != 1 or \
+        len(meta.get("etypes", {DEFAULT_ETYPE_STR: 0})) != 1
+
+
+def require_homogeneous(part_config: str | os.PathLike, what: str) -> dict:
+    """The partition JSON, unless it describes a heterogeneous graph, which ``what`` (the
+    caller's name) cannot take yet: then ``NotImplementedError`` naming the limit.
+
+    Raises
+    ------
+    NotImplementedError
+        The graph has several node or edge types.
+    FileNotFoundError, ValueError
+        As :func:`read_part_config`.
+    """
+    meta = read_part_config(part_config)
+    if is_heterogeneous(meta):
+        raise NotImplementedError(
+            f"{what}: partition config {part_config} describes a heterogeneous graph "
+            f"(node types {sorted(meta.get('ntypes', {}))}); {what} takes homogeneous "
+            f"graphs only so far. sarlite.load_partition and load_partition_book read "
+            f"heterogeneous partitions; to train, partition dgl.to_homogeneous(g) instead")
     return meta
 
 
@@ -243,7 +268,9 @@ def load_partition_book(part_config: str | os.PathLike, part_id: int):
     Returns
     -------
     (RangePartitionBook, str, dict, dict)
-        The book, the graph name, ``{ntype: id}`` and ``{canonical etype string: id}``.
+        The book, the graph name, ``{ntype: id}`` and ``{canonical etype: id}``. As in DGL
+        2.x, the edge types are ``(src, rel, dst)`` tuples: ``("_N", "_E", "_N")`` for a
+        homogeneous graph.
     """
     meta = read_part_config(part_config)
     _check_part_id(part_config, meta, part_id)
@@ -258,7 +285,8 @@ def load_partition_book(part_config: str | os.PathLike, part_id: int):
         raise ValueError(f"partition config {part_config}: node_map/edge_map cover "
                          f"{book._num_nodes()} nodes / {book._num_edges()} edges but the "
                          f"graph has {meta['num_nodes']} / {meta['num_edges']}")
-    return book, meta["graph_name"], ntypes, etypes
+    return book, meta["graph_name"], dict(ntypes), {book.to_canonical_etype(name): type_id
+                                                    for name, type_id in etypes.items()}
 
 
 def _read(path: Path, reader: Callable, what: str):
@@ -297,9 +325,12 @@ def load_partition(part_config: str | os.PathLike, part_id: int, load_feats: boo
     Returns
     -------
     (DGLGraph, dict, dict, RangePartitionBook, str, list, list)
-        The partition graph (owned nodes and edges first, then the halo), node features
-        ``{"_N/<name>": owned rows}``, edge features ``{"_N:_E:_N/<name>": owned rows}``,
-        the partition book, the graph name, ``["_N"]`` and ``[("_N", "_E", "_N")]``.
+        The partition graph (owned nodes and edges first, then the halo; with ``_TYPE``
+        node and edge data for a heterogeneous graph), node features
+        ``{"<ntype>/<name>": owned rows}``, edge features
+        ``{"<src>:<rel>:<dst>/<name>": owned rows}``, the partition book, the graph
+        name, the node types and the canonical edge types (``["_N"]`` and
+        ``[("_N", "_E", "_N")]`` for a homogeneous graph), in type-id order.
 
     Raises
     ------
@@ -322,7 +353,8 @@ def load_partition(part_config: str | os.PathLike, part_id: int, load_feats: boo
     if load_feats:
         node_feats = _read(files["node_feats"], load_tensors, "node features")
         edge_feats = _read(files["edge_feats"], load_tensors, "edge features")
-    return graph, node_feats, edge_feats, book, graph_name, list(ntypes), [DEFAULT_ETYPE]
+    return (graph, node_feats, edge_feats, book, graph_name, book.ntypes,
+            book.canonical_etypes)
 
 
 def load_partition_feats(part_config: str | os.PathLike, part_id: int,
@@ -334,8 +366,8 @@ def load_partition_feats(part_config: str | os.PathLike, part_id: int,
     Returns
     -------
     (dict or None, dict or None)
-        ``{"_N/<name>": owned rows}`` (``None`` unless ``load_nodes``) and
-        ``{"_N:_E:_N/<name>": owned rows}`` (``None`` unless ``load_edges``).
+        ``{"<ntype>/<name>": owned rows}`` (``None`` unless ``load_nodes``) and
+        ``{"<src>:<rel>:<dst>/<name>": owned rows}`` (``None`` unless ``load_edges``).
 
     Raises
     ------

@@ -4,15 +4,16 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import dgl
 import torch
 
 from .assign import AUTO, check_method, metis_assignment, metis_edge_budget, random_assignment
-from .book import DEFAULT_ETYPE_STR, DEFAULT_NTYPE
-from .edgekeys import CHUNK
+from .book import DEFAULT_ETYPE, DEFAULT_ETYPE_STR, DEFAULT_NTYPE
 from .files import naming_full_disk, write_graph, write_json, write_tensors
+from .layout import Layout, halo_graph, layout, narrow, relabel, sort_key
 
 log = logging.getLogger("sarlite.partition")
 
@@ -22,9 +23,6 @@ _RESERVED = {dgl.NID, dgl.EID, "inner_node", "inner_edge", "part_id"}
 def _check_inputs(g: dgl.DGLGraph, graph_name: str, num_parts: int, out_path,
                   part_method: str, objtype: str, num_hops: int, balance_ntypes,
                   metis_max_edges) -> None:
-    if len(g.ntypes) != 1 or len(g.canonical_etypes) != 1:
-        raise NotImplementedError("partition_graph supports homogeneous graphs only, got "
-                                  f"node types {g.ntypes} and edge types {g.canonical_etypes}")
     if not isinstance(graph_name, str) or not graph_name or os.sep in graph_name:
         raise ValueError(f"graph_name must be a non-empty file name, got {graph_name!r}")
     if not isinstance(num_parts, int) or not 1 <= num_parts <= max(g.num_nodes(), 1):
@@ -36,9 +34,33 @@ def _check_inputs(g: dgl.DGLGraph, graph_name: str, num_parts: int, out_path,
         raise ValueError(f"num_hops must be a positive integer, got {num_hops!r}")
     if Path(out_path).exists() and not Path(out_path).is_dir():
         raise NotADirectoryError(f"out_path {out_path} exists and is not a directory")
-    if balance_ntypes is not None and len(balance_ntypes) != g.num_nodes():
+    if _is_hetero(g):
+        _check_typed_balance(g, balance_ntypes)
+    elif balance_ntypes is not None and len(balance_ntypes) != g.num_nodes():
         raise ValueError(f"balance_ntypes has {len(balance_ntypes)} entries but the graph "
                          f"has {g.num_nodes()} nodes")
+
+
+def _is_hetero(g: dgl.DGLGraph) -> bool:
+    """Whether ``g`` has several node or edge types (written with its type names)."""
+    return len(g.ntypes) > 1 or len(g.canonical_etypes) > 1
+
+
+def _check_typed_balance(g: dgl.DGLGraph, balance_ntypes) -> None:
+    """``balance_ntypes`` of a heterograph: ``None`` or ``{ntype: class per node}``."""
+    if balance_ntypes is None:
+        return
+    if not isinstance(balance_ntypes, dict):
+        raise ValueError(f"balance_ntypes of a heterogeneous graph must be a dict "
+                         f"{{ntype: class of each node}}, as in DGL; got "
+                         f"{type(balance_ntypes).__name__}")
+    for ntype, classes in balance_ntypes.items():
+        if ntype not in g.ntypes:
+            raise ValueError(f"balance_ntypes names node type {ntype!r}, which the graph "
+                             f"does not have (its node types are {g.ntypes})")
+        if len(classes) != g.num_nodes(ntype):
+            raise ValueError(f"balance_ntypes[{ntype!r}] has {len(classes)} entries but "
+                             f"the graph has {g.num_nodes(ntype)} {ntype!r} nodes")
 
 
 def _check_dgl_options(num_trainers_per_machine, use_graphbolt: bool, kwargs: dict) -> None:
@@ -66,68 +88,6 @@ def _mkdir(path: Path, parents: bool = False) -> None:
         path.mkdir(parents=parents, exist_ok=True)
 
 
-def _ranges(ends: torch.Tensor) -> torch.Tensor:
-    """``(P, 2)`` ``[start, end)`` pairs from the cumulative part sizes ``ends``."""
-    return torch.stack([torch.cat([ends.new_zeros(1), ends[:-1]]), ends], 1)
-
-
-def _narrow(parts: torch.Tensor, num_parts: int) -> torch.Tensor:
-    """Partition ids in the smallest integer type that holds them (less memory per edge)."""
-    for dtype in (torch.int8, torch.int16, torch.int32):
-        if num_parts <= torch.iinfo(dtype).max:
-            return parts.to(dtype)
-    return parts
-
-
-def _relabel(ids: torch.Tensor, order: torch.Tensor, new_id: torch.Tensor) -> torch.Tensor:
-    """``new_id[ids[order]]``, chunk by chunk: no temporary as long as the edge list."""
-    out = torch.empty(len(order), dtype=torch.int64)
-    for lo in range(0, len(order), CHUNK):
-        out[lo:lo + CHUNK] = new_id[ids[order[lo:lo + CHUNK]]]
-    return out
-
-
-def _halo_graph(src: torch.Tensor, dst: torch.Tensor, node_ranges: torch.Tensor,
-                edge_range: tuple[int, int], part: int, num_hops: int) -> dgl.DGLGraph:
-    """The graph stored for partition ``part``, in reshuffled global ids ``src``/``dst``.
-
-    As in DGL, it holds the owned nodes and every node within ``num_hops`` hops of them in
-    either direction (the halo), and every edge with an end among the owned nodes or the
-    halo nodes closer than ``num_hops`` hops. For one hop that is the owned in-edges
-    (``inner_edge = 1``) and the owned nodes' out-edges to the halo (``inner_edge = 0``).
-    Owned nodes and edges come first in ascending global id, then the halo, ascending.
-    """
-    num_nodes = int(node_ranges[-1, 1])
-    lo, hi = node_ranges[part].tolist()
-    elo, ehi = edge_range
-    reached = torch.zeros(num_nodes, dtype=torch.bool)
-    reached[lo:hi] = True
-    for _ in range(num_hops):
-        picked = reached[src] | reached[dst]
-        reached[src[picked]] = True
-        reached[dst[picked]] = True
-    picked[elo:ehi] = False                      # owned edges go first, below
-    eids = torch.cat([torch.arange(elo, ehi), picked.nonzero().squeeze(1)])
-    del picked
-    reached[lo:hi] = False
-    halo = reached.nonzero().squeeze(1)
-    del reached
-    nids = torch.cat([torch.arange(lo, hi), halo])
-
-    def local(ids: torch.Tensor) -> torch.Tensor:
-        owned = (ids >= lo) & (ids < hi)
-        return torch.where(owned, ids - lo, (hi - lo) + torch.searchsorted(halo, ids))
-
-    part_graph = dgl.graph((local(src[eids]), local(dst[eids])), num_nodes=len(nids))
-    part_graph.ndata[dgl.NID] = nids
-    part_graph.ndata["inner_node"] = (torch.arange(len(nids)) < hi - lo).to(torch.uint8)
-    part_graph.ndata["part_id"] = torch.searchsorted(node_ranges[:, 1].contiguous(), nids,
-                                                     right=True)
-    part_graph.edata[dgl.EID] = eids
-    part_graph.edata["inner_edge"] = (torch.arange(len(eids)) < ehi - elo).to(torch.uint8)
-    return part_graph
-
-
 def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
                     out_path: str | os.PathLike, num_hops: int = 1, part_method: str = "metis",
                     balance_ntypes=None, balance_edges: bool = False,
@@ -139,8 +99,14 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
     Nodes are assigned to partitions (METIS k-way on the symmetrised graph, or a balanced
     random split), then renumbered so that partition ``p`` owns one contiguous id range;
     within a partition nodes keep their original relative order. Every edge belongs to the
-    partition of its destination and edges are renumbered the same way. All ``g.ndata`` and
-    ``g.edata`` fields are saved, rows of owned nodes/edges only.
+    partition of its destination and edges are renumbered the same way. All node and edge
+    data fields are saved, rows of owned nodes/edges only.
+
+    A heterograph is partitioned on its homogeneous view, as DGL does, and written in DGL
+    2.x's heterogeneous format: inside a partition the new ids are grouped by type, the
+    JSON's ``node_map``/``edge_map`` hold each type's range per partition, and features
+    are keyed ``"<ntype>/<name>"`` and ``"<src>:<rel>:<dst>/<name>"``. Every part holds
+    each node type evenly, up to one node (see ``docs/ARCHITECTURE.md``).
 
     The parameters are ``dgl.distributed.partition_graph``'s (DGL 2.1), in its order;
     ``seed`` is sarlite's own and keyword-only. Runs on one process (no collective).
@@ -148,7 +114,7 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
     Parameters
     ----------
     g:
-        A homogeneous graph.
+        A graph (``dgl.graph``) or a heterograph (``dgl.heterograph``).
     graph_name:
         Name of the JSON file ``<out_path>/<graph_name>.json``.
     num_parts:
@@ -162,11 +128,14 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
     balance_ntypes:
         Optional integer class per node (e.g. the train mask) whose classes should be spread
         evenly; combined with ``balance_edges`` into one METIS vertex weight (see
-        :func:`sarlite.partition.assign.vertex_weights`).
+        :func:`sarlite.partition.assign.vertex_weights`). For a heterograph, as in DGL,
+        ``{ntype: class per node of that type}``: each node type is balanced anyway, and
+        the classes split a type further; each class then lands evenly, up to one node.
     balance_edges:
         Also balance the number of owned (in-)edges.
     return_mapping:
-        Return ``(orig_nids, orig_eids)``: the original id of every new node and edge id.
+        Return ``(orig_nids, orig_eids)``: the original id of every new node and edge id;
+        for a heterograph ``{ntype: ...}`` and ``{(src, rel, dst): ...}`` of type-wise ids.
     num_trainers_per_machine:
         Must be 1: sarlite runs one trainer per partition. DGL's value above 1 (split each
         partition again by trainer, stored as ``trainer_id``) raises ``ValueError``;
@@ -201,13 +170,14 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
 
     Returns
     -------
-    (torch.Tensor, torch.Tensor) or None
-        ``orig_nids`` of shape ``(N,)`` and ``orig_eids`` of shape ``(E,)`` when asked.
+    (torch.Tensor, torch.Tensor), (dict, dict) or None
+        ``orig_nids`` of shape ``(N,)`` and ``orig_eids`` of shape ``(E,)`` when asked
+        (dicts of those by type for a heterograph).
 
     Raises
     ------
     NotImplementedError
-        ``g`` is heterogeneous, or ``use_graphbolt=True``.
+        ``use_graphbolt=True``.
     ValueError
         An argument is out of range, or ``num_trainers_per_machine`` is not 1.
     TypeError
@@ -235,57 +205,152 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
     config.unlink(missing_ok=True)   # an old config must not vouch for half-written parts
 
     start = time.time()
-    if part_method == "metis":
-        parts = metis_assignment(g, num_parts, None if balance_ntypes is None
+    types = _Types.of(g)
+    view = dgl.to_homogeneous(g) if types.hetero else g
+    if part_method == "metis" and types.hetero:
+        parts = metis_assignment(view, num_parts, None, balance_edges, objtype, seed,
+                                 metis_max_edges, types.balance_classes(g, balance_ntypes))
+    elif part_method == "metis":
+        parts = metis_assignment(view, num_parts, None if balance_ntypes is None
                                  else torch.as_tensor(balance_ntypes), balance_edges,
                                  objtype, seed, metis_max_edges)
     else:
-        parts = random_assignment(g.num_nodes(), num_parts, seed)
-    log.info("assigned %d nodes to %d parts (%s) in %.1fs", g.num_nodes(), num_parts,
+        parts = random_assignment(view.num_nodes(), num_parts, seed)
+    log.info("assigned %d nodes to %d parts (%s) in %.1fs", view.num_nodes(), num_parts,
              part_method, time.time() - start)
+    nodes, edges, src, dst = _reshuffle(view, parts, types, num_parts)
+    del parts, view
 
-    orig_nids = torch.sort(parts, stable=True).indices
-    node_ranges = _ranges(torch.cumsum(torch.bincount(parts, minlength=num_parts), 0))
-    new_id = torch.empty_like(orig_nids)
-    new_id[orig_nids] = torch.arange(len(orig_nids))
-    src, dst = g.edges()
-    edge_part = _narrow(parts, num_parts)[dst]
-    del parts
-    orig_eids = torch.sort(edge_part, stable=True).indices
-    edge_ranges = _ranges(torch.cumsum(torch.bincount(edge_part, minlength=num_parts), 0))
-    del edge_part
-    src = _relabel(src, orig_eids, new_id)
-    dst = _relabel(dst, orig_eids, new_id)
-    del new_id
-
+    node_blocks, edge_blocks = nodes.blocks, edges.blocks
+    kinds = None
+    if types.hetero:
+        kinds = (types.node_type[nodes.orig], types.edge_type[edges.orig])
     meta = {"graph_name": graph_name, "num_nodes": g.num_nodes(),
             "num_edges": g.num_edges(), "part_method": part_method,
             "num_parts": num_parts, "halo_hops": num_hops,
-            "node_map": {DEFAULT_NTYPE: node_ranges.tolist()},
-            "edge_map": {DEFAULT_ETYPE_STR: edge_ranges.tolist()},
-            "ntypes": {DEFAULT_NTYPE: 0}, "etypes": {DEFAULT_ETYPE_STR: 0}}
+            "node_map": dict(zip(types.ntypes, nodes.ranges.tolist())),
+            "edge_map": dict(zip(types.etypes, edges.ranges.tolist())),
+            "ntypes": {name: t for t, name in enumerate(types.ntypes)},
+            "etypes": {name: t for t, name in enumerate(types.etypes)}}
     for part in range(num_parts):
         part_dir = out / f"part{part}"
         _mkdir(part_dir)
-        elo, ehi = edge_ranges[part].tolist()
-        lo, hi = node_ranges[part].tolist()
         write_graph(part_dir / "graph.dgl",
-                    _halo_graph(src, dst, node_ranges, (elo, ehi), part, num_hops),
-                    graph_formats)
-        write_tensors(part_dir / "node_feat.dgl",
-                      {f"{DEFAULT_NTYPE}/{k}": v[orig_nids[lo:hi]]
-                       for k, v in g.ndata.items() if k not in _RESERVED})
-        write_tensors(part_dir / "edge_feat.dgl",
-                      {f"{DEFAULT_ETYPE_STR}/{k}": v[orig_eids[elo:ehi]]
-                       for k, v in g.edata.items() if k not in _RESERVED})
+                    halo_graph(src, dst, node_blocks, tuple(edge_blocks[part].tolist()),
+                               part, num_hops, kinds), graph_formats)
+        write_tensors(part_dir / "node_feat.dgl", types.node_rows(g, nodes, part))
+        write_tensors(part_dir / "edge_feat.dgl", types.edge_rows(g, edges, part))
         meta[f"part-{part}"] = {"node_feats": f"part{part}/node_feat.dgl",
                                 "edge_feats": f"part{part}/edge_feat.dgl",
                                 "part_graph": f"part{part}/graph.dgl"}
-        log.info("wrote part %d/%d: %d nodes, %d edges", part + 1, num_parts, hi - lo,
-                 ehi - elo)
+        log.info("wrote part %d/%d: %d nodes, %d edges", part + 1, num_parts,
+                 *(int(b[part, 1] - b[part, 0]) for b in (node_blocks, edge_blocks)))
     write_json(config, meta)
     log.info("partitioned %s into %d parts in %.1fs: %s", graph_name, num_parts,
              time.time() - start, config)
     if return_mapping:
-        return orig_nids, orig_eids
+        return types.mapping(nodes, edges)
     return None
+
+
+def _reshuffle(view: dgl.DGLGraph, parts: torch.Tensor, types: "_Types", num_parts: int):
+    """The node and edge :class:`~sarlite.partition.layout.Layout` of ``view`` (the
+    homogeneous view) for the assignment ``parts``, and its edges in new ids."""
+    num_ntypes, num_etypes = len(types.ntypes), len(types.etypes)
+    nodes = layout(sort_key(parts, types.node_type, num_ntypes, num_parts), num_ntypes,
+                   num_parts)
+    new_id = torch.empty_like(nodes.orig)
+    new_id[nodes.orig] = torch.arange(len(nodes.orig))
+    src, dst = view.edges()
+    edge_part = narrow(parts, num_parts)[dst]
+    edges = layout(sort_key(edge_part, types.edge_type, num_etypes, num_parts), num_etypes,
+                   num_parts)
+    del edge_part
+    return nodes, edges, relabel(src, edges.orig, new_id), relabel(dst, edges.orig, new_id)
+
+
+@dataclass(frozen=True)
+class _Types:
+    """The node and edge types of the input graph as the partition files name them.
+
+    A homogeneous graph (one node and one edge type) is written as ``_N`` and
+    ``_N:_E:_N`` whatever its types are called; a heterogeneous one with its own type
+    names and canonical ``"src:rel:dst"`` edge types. ``node_type``/``edge_type`` give
+    the type of each homogeneous-view id (``None`` for one type); ``node_offsets`` and
+    ``edge_offsets`` where each type starts in the homogeneous view.
+    """
+
+    ntypes: list
+    etypes: list
+    canonical: list
+    node_type: torch.Tensor | None
+    edge_type: torch.Tensor | None
+    node_offsets: list
+    edge_offsets: list
+
+    @property
+    def hetero(self) -> bool:
+        return self.node_type is not None
+
+    @staticmethod
+    def of(g: dgl.DGLGraph) -> "_Types":
+        if not _is_hetero(g):
+            return _Types([DEFAULT_NTYPE], [DEFAULT_ETYPE_STR], [DEFAULT_ETYPE], None, None,
+                          [0], [0])
+        ncounts = [g.num_nodes(t) for t in g.ntypes]
+        ecounts = [g.num_edges(c) for c in g.canonical_etypes]
+        return _Types(list(g.ntypes), [":".join(c) for c in g.canonical_etypes],
+                      list(g.canonical_etypes), _type_ids(ncounts), _type_ids(ecounts),
+                      _starts(ncounts), _starts(ecounts))
+
+    def balance_classes(self, g: dgl.DGLGraph, balance_ntypes) -> torch.Tensor:
+        """The class of every homogeneous-view node of a heterogeneous graph, which each
+        part holds evenly. As in DGL, every node type is a class, and
+        ``{ntype: classes}`` splits a type further by its classes (e.g. a train mask)."""
+        classes, first = [], 0
+        for ntype in self.ntypes:
+            given = (balance_ntypes or {}).get(ntype)
+            own = torch.zeros(g.num_nodes(ntype), dtype=torch.int64) if given is None \
+                else torch.unique(torch.as_tensor(given), return_inverse=True)[1]
+            classes.append(own + first)
+            first += int(own.max()) + 1 if len(own) else 1
+        return torch.cat(classes)
+
+    def node_rows(self, g: dgl.DGLGraph, nodes: Layout, part: int) -> dict:
+        """``{"<ntype>/<name>": rows}`` of the nodes partition ``part`` owns."""
+        frames = [g.ndata] if not self.hetero else [g.nodes[t].data for t in self.ntypes]
+        return self._rows(frames, self.ntypes, self.node_offsets, nodes, part)
+
+    def edge_rows(self, g: dgl.DGLGraph, edges: Layout, part: int) -> dict:
+        """``{"<src>:<rel>:<dst>/<name>": rows}`` of the edges partition ``part`` owns."""
+        frames = [g.edata] if not self.hetero else \
+            [g.edges[c].data for c in self.canonical]
+        return self._rows(frames, self.etypes, self.edge_offsets, edges, part)
+
+    @staticmethod
+    def _rows(frames, names, offsets, ids: Layout, part: int) -> dict:
+        rows = {}
+        for t, (frame, name, offset) in enumerate(zip(frames, names, offsets)):
+            lo, hi = ids.ranges[t, part].tolist()
+            own = ids.orig[lo:hi] - offset
+            rows.update({f"{name}/{key}": value[own] for key, value in frame.items()
+                         if key not in _RESERVED})
+        return rows
+
+    def mapping(self, nodes: Layout, edges: Layout):
+        """``(orig_nids, orig_eids)`` as DGL returns them: tensors for a homogeneous
+        graph, ``{ntype: ...}`` and ``{canonical etype: ...}`` of type-wise ids else."""
+        if not self.hetero:
+            return nodes.orig, edges.orig
+        return ({t: nodes.type_orig(i) - self.node_offsets[i]
+                 for i, t in enumerate(self.ntypes)},
+                {c: edges.type_orig(i) - self.edge_offsets[i]
+                 for i, c in enumerate(self.canonical)})
+
+
+def _type_ids(counts: list[int]) -> torch.Tensor:
+    return torch.repeat_interleave(torch.arange(len(counts)), torch.tensor(counts))
+
+
+def _starts(counts: list[int]) -> list[int]:
+    return [sum(counts[:i]) for i in range(len(counts))]
