@@ -8,6 +8,7 @@ import dgl
 from .loaders import REAL_DATASETS, load_dataset
 from .ogb import read_ogbn_mag, refuse_reverse_edges
 from .synthetic import homophilous_graph, powerlaw_graph
+from .synthetic_hetero import mag_like_graph
 
 SYNTHETIC_DATASETS = {"synthetic": homophilous_graph, "powerlaw": powerlaw_graph}
 DATASETS = tuple(sorted(SYNTHETIC_DATASETS)) + tuple(REAL_DATASETS)
@@ -43,4 +44,5 @@ def load_graph(name: str, data_dir: str | os.PathLike | None = None, split: int 
 
 
 __all__ = ["DATASETS", "REAL_DATASETS", "SYNTHETIC_DATASETS", "homophilous_graph",
-           "load_dataset", "load_graph", "powerlaw_graph", "read_ogbn_mag"]
+           "load_dataset", "load_graph", "mag_like_graph", "powerlaw_graph",
+           "read_ogbn_mag"]
