@@ -16,22 +16,9 @@ import torch
 from ..comm.context import rank as current_rank
 from ..comm.context import world_size
 from .book import DEFAULT_ETYPE_STR, DEFAULT_NTYPE, RangePartitionBook
-from .files import load_partition, read_part_config, require_homogeneous
-
-
-@dataclass
-class ShardEdges:
-    """The owned edges whose source lives in one partition, in global ids.
-
-    ``src``, ``dst`` and ``eids`` are int64 tensors of shape ``(E_j,)``.
-    """
-
-    src: torch.Tensor
-    dst: torch.Tensor
-    eids: torch.Tensor
-
-    def __len__(self) -> int:
-        return self.src.numel()
+from .files import is_heterogeneous, load_partition, read_part_config
+from .hetero_data import HeteroPartitionData, hetero_partition_data
+from .owned import ShardEdges, check_owned, group_by_source, owned_edges, strip_masks
 
 
 @dataclass
@@ -102,65 +89,8 @@ class PartitionData:
         return sum(len(shard) for shard in self.shards)
 
 
-def _strip(features: dict, prefix: str) -> dict:
-    """Drop the type prefix of each key; turn ``*_mask`` fields back into bool.
-
-    DGL's serialisation stores bool tensors as uint8; masks are bool again after loading.
-    """
-    out = {}
-    for key, value in features.items():
-        name = key[len(prefix):] if key.startswith(prefix) else key
-        out[name] = value.bool() if name.endswith("_mask") and value.dtype == torch.uint8 \
-            else value
-    return out
-
-
-def _owned_edges(graph: dgl.DGLGraph) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(src, dst, eids)``, each ``(E_owned,)`` global ids, of the inner edges."""
-    inner = graph.edata["inner_edge"].bool()
-    local_src, local_dst = graph.edges()
-    nid = graph.ndata[dgl.NID]
-    return nid[local_src[inner]], nid[local_dst[inner]], graph.edata[dgl.EID][inner]
-
-
-def _covers(ids: torch.Tensor, lo: int, hi: int) -> bool:
-    """Whether ``ids`` holds each of ``lo .. hi - 1`` exactly once."""
-    if ids.numel() != hi - lo:
-        return False
-    if not ids.numel():
-        return True
-    if int(ids.min()) < lo or int(ids.max()) >= hi:
-        return False
-    return bool((torch.bincount(ids - lo, minlength=hi - lo) == 1).all())
-
-
-def _check_owned(part_config, book: RangePartitionBook, dst: torch.Tensor,
-                 eids: torch.Tensor) -> None:
-    """Raise ``ValueError`` unless the inner edges are exactly the owned edge ids and
-    end in owned nodes."""
-    part = book.partid
-    lo, hi = book.node_ranges[part].tolist()
-    if dst.numel() and (int(dst.min()) < lo or int(dst.max()) >= hi):
-        raise ValueError(f"{part_config}: part {part} has inner edges whose destination it "
-                         f"does not own")
-    edge_lo, edge_hi = book.edge_ranges[part].tolist()
-    if not _covers(eids, edge_lo, edge_hi):
-        raise ValueError(f"{part_config}: the inner edges of part {part} are not exactly "
-                         f"the edge ids [{edge_lo}, {edge_hi}) it owns")
-
-
-def _shards(book: RangePartitionBook, src: torch.Tensor, dst: torch.Tensor,
-            eids: torch.Tensor) -> list[ShardEdges]:
-    """The owned edges grouped by the partition of their source (stable within a group)."""
-    src_part = book.nid2partid(src)
-    order = torch.sort(src_part, stable=True).indices
-    src, dst, eids, src_part = src[order], dst[order], eids[order], src_part[order]
-    bounds = torch.searchsorted(src_part, torch.arange(book.num_partitions() + 1)).tolist()
-    return [ShardEdges(src[a:b], dst[a:b], eids[a:b]) for a, b in zip(bounds, bounds[1:])]
-
-
 def _node_rows(part_config, node_feats: dict, num_owned: int, part: int) -> dict:
-    node_features = _strip(node_feats, DEFAULT_NTYPE + "/")
+    node_features = strip_masks(node_feats, DEFAULT_NTYPE + "/")
     for name, value in node_features.items():
         if value.shape[0] != num_owned:
             raise ValueError(f"{part_config}: node feature {name!r} of part {part} has "
@@ -170,7 +100,7 @@ def _node_rows(part_config, node_feats: dict, num_owned: int, part: int) -> dict
 
 def _edge_rows(part_config, edge_feats: dict, rows: torch.Tensor, part: int) -> dict:
     """Edge features in shard order: ``rows`` are the local (owned) rows, in that order."""
-    edge_features = _strip(edge_feats, DEFAULT_ETYPE_STR + "/")
+    edge_features = strip_masks(edge_feats, DEFAULT_ETYPE_STR + "/")
     for name, value in edge_features.items():
         if value.shape[0] != rows.numel():
             raise ValueError(f"{part_config}: edge feature {name!r} of part {part} has "
@@ -188,12 +118,16 @@ def _check_world_size(part_config: str | os.PathLike) -> None:
 
 
 def load_partition_data(part_config: str | os.PathLike, rank: int | None = None,
-                        device: torch.device | str | None = None) -> PartitionData:
+                        device: torch.device | str | None = None
+                        ) -> PartitionData | HeteroPartitionData:
     """Load partition ``rank`` (default: this process's rank) of a DGL-format partitioning.
 
     Reads partitions written by :func:`sarlite.partition_graph` and by
     ``dgl.distributed.partition_graph``; ``device`` moves the node and edge features (the
     partition graph stays on the CPU). Not a collective: each rank reads its own files.
+    A heterogeneous partitioning gives a
+    :class:`~sarlite.partition.hetero_data.HeteroPartitionData` (per-type features and
+    per-relation shards, in type-wise ids).
 
     Raises
     ------
@@ -203,20 +137,35 @@ def load_partition_data(part_config: str | os.PathLike, rank: int | None = None,
         owned edge ids into owned nodes, features with the wrong number of rows).
     FileNotFoundError
         The config or a partition file is missing.
-    NotImplementedError
-        The config describes a heterogeneous graph.
     """
-    require_homogeneous(part_config, "load_partition_data")
+    hetero = is_heterogeneous(read_part_config(part_config))
     if rank is None:
         _check_world_size(part_config)
     graph, node_feats, edge_feats, book, graph_name, _, _ = load_partition(
         part_config, current_rank() if rank is None else rank)
-    data = partition_data_from(graph, node_feats, edge_feats, book, graph_name,
-                               source=str(part_config))
+    build = hetero_partition_data if hetero else partition_data_from
+    data = build(graph, node_feats, edge_feats, book, graph_name, source=str(part_config))
     if device is None:
         return data
-    return replace(data, node_features={k: v.to(device) for k, v in data.node_features.items()},
-                   edge_features={k: v.to(device) for k, v in data.edge_features.items()})
+    return replace(data, node_features=_moved(data.node_features, device),
+                   edge_features=_moved(data.edge_features, device))
+
+
+def _moved(features: dict, device) -> dict:
+    """``features`` (tensors, or dicts of tensors by type) on ``device``."""
+    return {k: _moved(v, device) if isinstance(v, dict) else v.to(device)
+            for k, v in features.items()}
+
+
+def require_homogeneous_data(data, what: str):
+    """``data`` unless it is a :class:`HeteroPartitionData`, which ``what`` (the caller's
+    name) cannot take yet: then one ``NotImplementedError`` naming the limit."""
+    if isinstance(data, HeteroPartitionData):
+        raise NotImplementedError(
+            f"{what}: the partition of {data.graph_name!r} is heterogeneous (node types "
+            f"{data.ntypes}); {what} takes homogeneous graphs only so far. Full-graph "
+            f"training takes it: sarlite.construct_full_graph(data)")
+    return data
 
 
 def partition_data_from(graph: dgl.DGLGraph, node_feats: dict, edge_feats: dict,
@@ -237,9 +186,9 @@ def partition_data_from(graph: dgl.DGLGraph, node_feats: dict, edge_feats: dict,
         has the wrong number of rows.
     """
     part, num_parts = book.partid, book.num_partitions()
-    src, dst, eids = _owned_edges(graph)
-    _check_owned(source, book, dst, eids)
-    shards = _shards(book, src, dst, eids)
+    src, dst, eids = owned_edges(graph)
+    check_owned(source, book, dst, eids)
+    shards = group_by_source(book.nid2partid(src), src, dst, eids, num_parts)
     lo, hi = book.node_ranges[part].tolist()
     edge_lo = int(book.edge_ranges[part, 0])
     node_features = _node_rows(source, node_feats, hi - lo, part)

@@ -28,7 +28,7 @@ from ..kv.protocol import KVCall, agree, validated
 from ..kv.routing import checked_ids, pull_rows, push_rows, sum_duplicates
 from ..partition import (DEFAULT_ETYPE, DEFAULT_NTYPE, EdgePartitionPolicy,
                          NodePartitionPolicy, PartitionData, RangePartitionBook,
-                         load_partition_data)
+                         load_partition_data, require_homogeneous_data)
 from ..partition.book import DEFAULT_ETYPE_STR, as_id_tensor
 from .neighbor import sample_neighbors
 
@@ -89,7 +89,9 @@ def _config_argument(graph_name, part_config) -> tuple[str | None, str | os.Path
 def _check_data(data: PartitionData, graph_name: str | None,
                 gpb: RangePartitionBook | None) -> None:
     """Raise ``ValueError`` unless ``data`` is this rank's partition, one per rank, of
-    graph ``graph_name`` (when given) partitioned as ``gpb`` (when given)."""
+    graph ``graph_name`` (when given) partitioned as ``gpb`` (when given).
+    ``NotImplementedError`` for a heterogeneous partition."""
+    require_homogeneous_data(data, "DistGraph")
     if data.num_parts != world_size() or data.rank != rank():
         raise ValueError(f"partition {data.rank} of {data.num_parts} cannot be rank "
                          f"{rank()} of {world_size()}; DistGraph needs partition r on rank "

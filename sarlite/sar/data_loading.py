@@ -4,7 +4,7 @@ from __future__ import annotations
 import dgl
 import torch
 
-from ..partition import load_partition_data
+from ..partition import load_partition_data, require_homogeneous_data
 from ..partition.book import DEFAULT_ETYPE, DEFAULT_ETYPE_STR, DEFAULT_NTYPE
 from .common_tuples import PartitionData, ShardEdgesAndFeatures
 
@@ -39,7 +39,9 @@ def load_dgl_partition_data(partition_json_file: str, own_partition_idx: int,
         As :func:`sarlite.load_partition_data` (missing or inconsistent files,
         heterogeneous graphs).
     """
-    data = load_partition_data(partition_json_file, own_partition_idx, device)
+    data = require_homogeneous_data(
+        load_partition_data(partition_json_file, own_partition_idx, device),
+        "load_dgl_partition_data")
     node_features = {f"{DEFAULT_NTYPE}/{name}": value
                      for name, value in data.node_features.items()}
     node_features[dgl.NTYPE] = torch.zeros(data.num_owned_nodes, dtype=torch.int32,

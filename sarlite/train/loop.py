@@ -13,7 +13,7 @@ from tqdm import tqdm
 from .. import comm
 from ..comm import health
 from ..core import construct_full_graph, construct_mfgs, install_dgl_dispatch
-from ..partition import PartitionData, load_partition_data
+from ..partition import PartitionData, load_partition_data, require_homogeneous_data
 from ..partition.files import remove_stale_temporaries
 from . import checkpoint
 from .config import Config, ConfigError
@@ -197,7 +197,7 @@ def run(cfg: Config) -> dict:
     on_rank0(lambda: _prepare_out_dir(cfg), rank, "prepare_out_dir")
     part_config = prepare_partitions(cfg, rank, world)
     with health.busy("loading its partition"):   # DGL's readers hold Python's lock
-        data = load_partition_data(part_config)    # read once: evaluation and sampling
+        data = require_homogeneous_data(load_partition_data(part_config), "sarlite train")
     batch, in_dim, num_classes = _build_batch(cfg, data)
     num_train = float(_global([float(batch.masks["train"].sum())])[0])
     if num_train == 0:
