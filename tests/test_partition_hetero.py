@@ -194,10 +194,35 @@ def test_the_report_splits_nodes_and_halo_by_type_and_the_cut_by_relation(writte
     assert "edge cut per relation: author:writes:paper" in str(report)
 
 
-def test_training_refuses_a_heterogeneous_partition_naming_the_limit(written):
-    with pytest.raises(NotImplementedError, match="heterogeneous graph.*homogeneous graphs "
-                                                  "only so far"):
-        sarlite.load_partition_data(written[1], rank=0)
+def test_load_partition_data_gives_features_by_type_and_shards_by_relation(written):
+    g, config, orig_nids, orig_eids = written
+    for part in range(3):
+        data = sarlite.load_partition_data(config, rank=part)
+        owned = {t: orig_nids[t][slice(*data.owned_range(t))] for t in g.ntypes}
+        assert torch.equal(data.node_features["feat"]["paper"],
+                           g.nodes["paper"].data["feat"][owned["paper"]])
+        assert data.node_features["train_mask"]["paper"].dtype == torch.bool
+        assert set(data.node_features["x"]) == {"author"}
+        for c_etype in g.canonical_etypes:
+            shards = data.relations[c_etype]
+            eids = orig_eids[c_etype][torch.cat([s.eids for s in shards])]
+            src, dst = g.find_edges(eids, etype=c_etype)
+            assert torch.equal(orig_nids[c_etype[0]][torch.cat([s.src for s in shards])], src)
+            assert torch.equal(orig_nids[c_etype[2]][torch.cat([s.dst for s in shards])], dst)
+            for j, shard in enumerate(shards):
+                lo, hi = data.node_ranges[c_etype[0]][j].tolist()
+                assert bool(((shard.src >= lo) & (shard.src < hi)).all())
+        assert torch.equal(data.edge_features["w"][("paper", "cites", "paper")],
+                           g.edges["cites"].data["w"][orig_eids[("paper", "cites", "paper")][
+                               torch.cat([s.eids for s in data.relations[
+                                   ("paper", "cites", "paper")]])]])
+
+
+def test_what_takes_homogeneous_graphs_only_refuses_a_heterogeneous_partition(tmp_path):
+    sarlite.partition_graph(mag_like(), "g", 1, tmp_path)
+    data = sarlite.load_partition_data(tmp_path / "g.json")
+    with pytest.raises(NotImplementedError, match="construct_mfgs: .* is heterogeneous"):
+        sarlite.construct_mfgs(data, [0], 1)
 
 
 @pytest.mark.parametrize("balance, message", [

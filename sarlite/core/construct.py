@@ -4,9 +4,11 @@ from __future__ import annotations
 import torch
 
 from ..comm import world_size
+from ..partition import HeteroPartitionData, require_homogeneous_data
 from .options import EngineOptions, OptionsSource, current
 from .distributed_block import DistributedBlock
 from .manager import GraphShardManager
+from .hetero import HeteroGraphShardManager
 from .partition_data import PartitionData
 from .shards import build_shards, global_out_degrees
 
@@ -44,6 +46,48 @@ def _owned_in_degrees(data: PartitionData) -> torch.Tensor:
     return degrees
 
 
+def _relation_graph(data: HeteroPartitionData, c_etype: tuple[str, str, str], mode: str,
+                    options: OptionsSource, device):
+    """The relation view of ``c_etype`` (see :mod:`sarlite.core.hetero`). Collective."""
+    src_type, _, dst_type = c_etype
+    edges = data.relations[c_etype]
+    dst_lo, dst_hi = data.owned_range(dst_type)
+    num_src = data.num_owned_nodes(src_type)
+    shards, plan = build_shards([(e.src, e.dst - dst_lo) for e in edges],
+                                data.node_ranges[src_type], dst_hi - dst_lo,
+                                lambda requested: (requested, num_src), device)
+    out_degrees = global_out_degrees([e.src for e in edges], data.node_ranges[src_type])
+    in_degrees = torch.zeros(dst_hi - dst_lo, dtype=torch.int64)
+    for shard in edges:
+        in_degrees.index_add_(0, shard.dst - dst_lo, torch.ones_like(shard.dst))
+    book = data.partition_book
+    return _graph(
+        mode, options, shards, plan, num_src, dst_hi - dst_lo,
+        in_degrees=in_degrees.to(device), out_degrees=out_degrees.to(device),
+        edata={k: v[c_etype].to(device) for k, v in data.edge_features.items()
+               if c_etype in v},
+        edge_ids=torch.cat([e.eids for e in edges]),
+        global_counts=(book._num_nodes(src_type), book._num_edges(c_etype)),
+        relation=c_etype)
+
+
+def construct_hetero_graph(data: HeteroPartitionData, mode: str = "sar",
+                           pipeline_depth: int = 1, device=None, *,
+                           max_collective_rows: int | None = None,
+                           options: OptionsSource | None = None) -> HeteroGraphShardManager:
+    """The full heterogeneous graph of this worker (:func:`construct_full_graph` calls it
+    for a :class:`~sarlite.partition.HeteroPartitionData`; same arguments). Collective:
+    every rank builds every relation, in the same order."""
+    mode, options = _settings(data, mode, pipeline_depth, max_collective_rows, options)
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    relations = {c: _relation_graph(data, c, mode, options, device)
+                 for c in data.canonical_etypes}
+    book = data.partition_book
+    return HeteroGraphShardManager(
+        relations, {t: data.num_owned_nodes(t) for t in data.ntypes},
+        global_counts=(book._num_nodes(), book._num_edges()))
+
+
 def construct_full_graph(data: PartitionData, mode: str = "sar", pipeline_depth: int = 1,
                          device=None, *, max_collective_rows: int | None = None,
                          options: OptionsSource | None = None):
@@ -62,6 +106,10 @@ def construct_full_graph(data: PartitionData, mode: str = "sar", pipeline_depth:
     starts with the partition's edge features (shard order). Attention layers and
     ``dgl.ops`` calls need :func:`sarlite.install_dgl_dispatch` (called once, explicitly).
 
+    On a :class:`~sarlite.partition.HeteroPartitionData` it returns a
+    :class:`~sarlite.core.hetero.HeteroGraphShardManager`: one such graph per relation
+    (``g[src, rel, dst]``), for ``dgl.nn.HeteroGraphConv`` and ``multi_update_all``.
+
     Collective: every rank calls it once per graph (it agrees on which rows each rank
     serves to which).
 
@@ -70,6 +118,10 @@ def construct_full_graph(data: PartitionData, mode: str = "sar", pipeline_depth:
     ValueError
         The world size differs from the number of partitions, or an unknown mode.
     """
+    if isinstance(data, HeteroPartitionData):
+        return construct_hetero_graph(data, mode, pipeline_depth, device,
+                                      max_collective_rows=max_collective_rows,
+                                      options=options)
     mode, options = _settings(data, mode, pipeline_depth, max_collective_rows, options)
     device = torch.device(device) if device is not None else torch.device("cpu")
     lo, hi = data.owned_range
@@ -120,6 +172,7 @@ def construct_mfgs(data: PartitionData, seed_nodes, num_layers: int,
     Collective: **every rank must call it**, including ranks with no seeds (2 exchanges per
     layer).
     """
+    require_homogeneous_data(data, "construct_mfgs")
     mode, options = _settings(data, mode, pipeline_depth, max_collective_rows, options)
     if not isinstance(num_layers, int) or num_layers < 1:
         raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")

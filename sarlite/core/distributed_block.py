@@ -75,9 +75,10 @@ class DistributedBlock(ShardedGraphBase):
                  in_degrees, out_degrees, edata, is_block: bool = False,
                  global_counts=None, edge_ids: torch.Tensor | None = None,
                  input_nodes=None, output_nodes=None, *,
-                 options: OptionsSource | None = None):
+                 options: OptionsSource | None = None,
+                 relation: tuple[str, str, str] | None = None):
         super().__init__(num_src, block.num_dst_nodes(), in_degrees, out_degrees,
-                         block.edges()[1], edata, is_block, global_counts)
+                         block.edges()[1], edata, is_block, global_counts, relation)
         self.block = block
         self.plan = plan
         self.halo = halo
@@ -97,7 +98,8 @@ class DistributedBlock(ShardedGraphBase):
     def from_shards(cls, shards, plan, num_src: int, num_dst: int, in_degrees,
                     out_degrees, edata, is_block: bool = False, global_counts=None,
                     edge_ids=None, input_nodes=None, output_nodes=None, *,
-                    options: OptionsSource | None = None) -> "DistributedBlock":
+                    options: OptionsSource | None = None,
+                    relation: tuple[str, str, str] | None = None) -> "DistributedBlock":
         """Merge graph shards (see :mod:`sarlite.core.shards`) into one block."""
         me = rank()
         halo = [0 if s.src_part == me else s.rows.numel() for s in shards]
@@ -112,7 +114,8 @@ class DistributedBlock(ShardedGraphBase):
                                  num_src_nodes=num_src + sum(halo), num_dst_nodes=num_dst,
                                  device=in_degrees.device)
         return cls(block, plan, halo, num_src, in_degrees, out_degrees, edata, is_block,
-                   global_counts, edge_ids, input_nodes, output_nodes, options=options)
+                   global_counts, edge_ids, input_nodes, output_nodes, options=options,
+                   relation=relation)
 
     @classmethod
     def from_manager(cls, manager) -> "DistributedBlock":
@@ -121,7 +124,7 @@ class DistributedBlock(ShardedGraphBase):
             manager.shards, manager.plan, manager.num_src_nodes(), manager.num_dst_nodes(),
             manager.in_degrees(), manager.out_degrees(), manager.edata, manager.is_block,
             manager._global_counts, manager._edge_ids, manager.input_nodes,
-            manager.output_nodes, options=manager._options)
+            manager.output_nodes, options=manager._options, relation=manager.relation)
         merged.srcdata.update(manager.srcdata)
         merged.dstdata.update(manager.dstdata)
         return merged

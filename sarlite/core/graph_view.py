@@ -6,7 +6,10 @@ sizes, degrees, types and ``local_scope``. For a full graph its nodes are this w
 owned nodes, ``srcdata``, ``dstdata`` and ``ndata`` are one dict, and its edges are the
 owned edges (every edge into an owned node) in shard order. For a message-flow graph of
 :func:`sarlite.construct_mfgs` it is a block: destination nodes are a subset of the owned
-nodes, source nodes start with them, and ``srcdata``/``dstdata`` are separate.
+nodes, source nodes start with them, and ``srcdata``/``dstdata`` are separate. A *relation view* of a heterogeneous
+graph (``g[src, rel, dst]``, see :mod:`sarlite.core.hetero`) is a full graph of one
+relation: its sources are the owned nodes of type ``src``, its destinations the owned
+nodes of type ``dst``, and ``srcdata``/``dstdata`` are separate when the two types differ.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import dgl
 import torch
 from dgl.ops import edge_softmax as dgl_edge_softmax
 
-from ..partition.book import DEFAULT_ETYPE, DEFAULT_NTYPE
+from ..partition.book import DEFAULT_ETYPE
 
 
 @contextmanager
@@ -50,20 +53,26 @@ class ShardedGraphBase:
         True for message-flow graphs (separate source and destination data).
     global_counts:
         ``(nodes, edges)`` of the whole graph, for ``batch_num_nodes``/``batch_num_edges``.
+    relation:
+        The canonical edge type ``(src, rel, dst)`` of a relation view (else the
+        homogeneous graph's ``("_N", "_E", "_N")``).
     """
 
     def __init__(self, num_src: int, num_dst: int, in_degrees: torch.Tensor,
                  out_degrees: torch.Tensor, edge_dst: torch.Tensor,
                  edata: dict[str, torch.Tensor] | None = None, is_block: bool = False,
-                 global_counts: tuple[int, int] | None = None):
+                 global_counts: tuple[int, int] | None = None,
+                 relation: tuple[str, str, str] | None = None):
         self._global_counts = global_counts
         self._num_src, self._num_dst = num_src, num_dst
         self.is_block = is_block
+        self.relation = tuple(relation) if relation is not None else DEFAULT_ETYPE
+        self._split = is_block or self.relation[0] != self.relation[2]
         self._in_degrees = in_degrees
         self._out_degrees = out_degrees
         self._edge_dst = edge_dst
         self._srcdata: dict[str, torch.Tensor] = {}
-        self._dstdata: dict[str, torch.Tensor] = {} if is_block else self._srcdata
+        self._dstdata: dict[str, torch.Tensor] = {} if self._split else self._srcdata
         self._edata: dict[str, torch.Tensor] = dict(edata or {})
         self._softmax_graph = None
 
@@ -79,10 +88,12 @@ class ShardedGraphBase:
 
     @property
     def ndata(self) -> dict:
-        """Node data of a full graph; blocks have ``srcdata``/``dstdata`` only, as in DGL."""
-        if self.is_block:
-            raise AttributeError("ndata is not available on a message-flow graph (block): "
-                                 "use srcdata and dstdata")
+        """Node data of a full graph; blocks (and relations between two node types) have
+        ``srcdata``/``dstdata`` only."""
+        if self._split:
+            raise AttributeError("ndata is not available on a message-flow graph (block) "
+                                 "or on a relation between two node types: use srcdata "
+                                 "and dstdata")
         return self._srcdata
 
     @property
@@ -96,18 +107,25 @@ class ShardedGraphBase:
 
     def _data_dicts(self) -> list[dict]:
         dicts = [self._srcdata, self._edata]
-        return dicts + [self._dstdata] if self.is_block else dicts
+        return dicts + [self._dstdata] if self._split else dicts
 
     def local_var(self) -> "ShardedGraphBase":
         """A view sharing structure and tensors whose field changes stay local, as in DGL."""
         clone = copy.copy(self)
         clone._srcdata, clone._edata = dict(self._srcdata), dict(self._edata)
-        clone._dstdata = dict(self._dstdata) if self.is_block else clone._srcdata
+        clone._dstdata = dict(self._dstdata) if self._split else clone._srcdata
         return clone
 
     # -- sizes -------------------------------------------------------------------------
     def num_nodes(self, ntype=None) -> int:
-        """Owned nodes of a full graph; source plus destination nodes of a block (DGL)."""
+        """Owned nodes of a full graph; source plus destination nodes of a block (DGL); the
+        owned nodes of ``ntype`` for a relation between two node types."""
+        if self._split and not self.is_block:
+            if ntype not in (self.relation[0], self.relation[2]):
+                raise ValueError(f"num_nodes: name one of the node types "
+                                 f"{[self.relation[0], self.relation[2]]} of relation "
+                                 f"{self.relation}")
+            return self._num_src if ntype == self.relation[0] else self._num_dst
         return self._num_src + self._num_dst if self.is_block else self._num_src
 
     def num_src_nodes(self, ntype=None) -> int:
@@ -164,10 +182,29 @@ class ShardedGraphBase:
     def idtype(self) -> torch.dtype:
         return torch.int64
 
-    ntypes = srctypes = dsttypes = [DEFAULT_NTYPE]
-    etypes = [DEFAULT_ETYPE[1]]
-    canonical_etypes = [DEFAULT_ETYPE]
-    is_homogeneous = True
+    @property
+    def srctypes(self) -> list[str]:
+        return [self.relation[0]]
+
+    @property
+    def dsttypes(self) -> list[str]:
+        return [self.relation[2]]
+
+    @property
+    def ntypes(self) -> list[str]:
+        return sorted({self.relation[0], self.relation[2]})
+
+    @property
+    def etypes(self) -> list[str]:
+        return [self.relation[1]]
+
+    @property
+    def canonical_etypes(self) -> list[tuple[str, str, str]]:
+        return [self.relation]
+
+    @property
+    def is_homogeneous(self) -> bool:
+        return self.relation[0] == self.relation[2]
 
     def to(self, device) -> "ShardedGraphBase":
         """Move structure and data to ``device``; returns ``self`` (in place)."""

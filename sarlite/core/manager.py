@@ -45,11 +45,12 @@ class GraphShardManager(ShardedGraphBase):
                  input_nodes: torch.Tensor | None = None,
                  output_nodes: torch.Tensor | None = None,
                  max_collective_rows: int | None = None,
-                 options: OptionsSource | None = None):
+                 options: OptionsSource | None = None,
+                 relation: tuple[str, str, str] | None = None):
         edge_dst = torch.cat([s.block.edges()[1] for s in shards]) if shards else \
             torch.zeros(0, dtype=torch.int64)
         super().__init__(num_src, num_dst, in_degrees, out_degrees, edge_dst, edata,
-                         is_block, global_counts)
+                         is_block, global_counts, relation)
         self._options = options if options is not None else EngineOptions(
             mode, pipeline_depth, max_collective_rows)
         self.engine_options()                   # check now, not at the first layer
@@ -193,7 +194,8 @@ class GraphShardManager(ShardedGraphBase):
             self._merged = DistributedBlock.from_shards(
                 self._shard_set(self.engine_options()).shards, self.plan, self.num_src_nodes(),
                 self.num_dst_nodes(), self.in_degrees(), self.out_degrees(), {},
-                self.is_block, self._global_counts, options=self._options)
+                self.is_block, self._global_counts, options=self._options,
+                relation=self.relation)
         return self._merged.reverse()
 
     def get_full_partition_graph(self, delete_shard_data: bool = True):

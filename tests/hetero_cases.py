@@ -1,0 +1,155 @@
+"""Heterogeneous layer cases for the exactness tests: a graph, models and a worker.
+
+The graph is shaped like ogbn-mag (``sarlite.data.mag_like_graph``, small) plus a node type
+``venue`` that has no in-edges and a relation ``venue -hosts-> paper`` with a handful of
+edges, so that on 3 or 4 parts some partition gets none of them. Every model is two
+``HeteroGraphConv`` layers, run the same way on single-process DGL (the reference) and on
+sarlite's distributed graph; outputs, input gradients and parameter gradients are compared
+row by row through the partitioning's ``orig_nids``.
+"""
+from __future__ import annotations
+
+import dgl
+import dgl.nn as dglnn
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import sarlite
+from sarlite.data import mag_like_graph
+
+IN, HIDDEN, OUT = 6, 5, 3
+KINDS = ("gcn", "sage", "gat", "rgcn")
+VARIANTS = ("backward", "frozen", "autograd.grad")
+
+
+def hetero_graph() -> dgl.DGLGraph:
+    """The test graph (deterministic)."""
+    base = mag_like_graph(num_papers=120, num_authors=90, num_institutions=8,
+                          num_fields=15, num_classes=3, feat_dim=4, seed=3)
+    data = {c: base.edges(etype=c) for c in base.canonical_etypes}
+    data[("venue", "hosts", "paper")] = (torch.tensor([0, 1, 1, 2]),
+                                         torch.tensor([0, 7, 50, 119]))
+    counts = {t: base.num_nodes(t) for t in base.ntypes}
+    counts["venue"] = 3
+    return dgl.heterograph(data, num_nodes_dict=counts)
+
+
+class RelGraphConv(nn.Module):
+    """R-GCN layer: a weight per relation (passed to ``GraphConv`` through
+    ``HeteroGraphConv``'s ``mod_kwargs``), a self-loop weight and a bias."""
+
+    def __init__(self, in_dim: int, out_dim: int, rels: list[str]):
+        super().__init__()
+        self.rels = rels
+        self.conv = dglnn.HeteroGraphConv(
+            {rel: dglnn.GraphConv(in_dim, out_dim, norm="right", weight=False, bias=False,
+                                  allow_zero_in_degree=True) for rel in rels},
+            aggregate="sum")
+        self.weight = nn.Parameter(torch.randn(len(rels), in_dim, out_dim) * 0.3)
+        self.loop = nn.Linear(in_dim, out_dim)
+
+    def forward(self, g, x: dict) -> dict:
+        kwargs = {rel: {"weight": self.weight[i]} for i, rel in enumerate(self.rels)}
+        out = self.conv(g, x, mod_kwargs=kwargs)
+        return {t: h + self.loop(x[t]) for t, h in out.items()}
+
+
+def _layer(kind: str, in_dim: int, out_dim: int, rels: list) -> nn.Module:
+    if kind == "rgcn":
+        return RelGraphConv(in_dim, out_dim, [c[1] for c in rels])
+    if kind == "gcn":
+        make = lambda: dglnn.GraphConv(in_dim, out_dim, norm="both",  # noqa: E731
+                                       allow_zero_in_degree=True)
+    elif kind == "sage":
+        make = lambda: dglnn.SAGEConv((in_dim, in_dim), out_dim, "mean")  # noqa: E731
+    else:
+        make = lambda: dglnn.GATConv((in_dim, in_dim), out_dim, num_heads=2,  # noqa: E731
+                                     allow_zero_in_degree=True)
+    return dglnn.HeteroGraphConv({c: make() for c in rels}, aggregate="sum")
+
+
+class TwoLayers(nn.Module):
+    """Two heterogeneous layers with a ReLU between; attention heads are flattened."""
+
+    def __init__(self, kind: str, rels: list):
+        super().__init__()
+        heads = 2 if kind == "gat" else 1
+        self.first = _layer(kind, IN, HIDDEN, rels)
+        self.second = _layer(kind, HIDDEN * heads, OUT, rels)
+
+    def forward(self, g, x: dict) -> dict:
+        h = {t: F.relu(v.flatten(1)) for t, v in self.first(g, x).items()}
+        return {t: v.flatten(1) for t, v in self.second(g, h).items()}
+
+
+def build(kind: str, seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    return TwoLayers(kind, hetero_graph().canonical_etypes)
+
+
+def full_inputs(g) -> dict:
+    gen = torch.Generator().manual_seed(1)
+    return {t: torch.randn(g.num_nodes(t), IN, generator=gen) for t in g.ntypes}
+
+
+def probes(g) -> dict:
+    gen = torch.Generator().manual_seed(2)
+    return {t: torch.randn(g.num_nodes(t), 2 * OUT, generator=gen) for t in g.ntypes}
+
+
+def run(model: nn.Module, g, inputs: dict, probe: dict, variant: str) -> dict:
+    """Forward, the loss ``sum(out * probe)`` and its gradients (see ``layer_cases``)."""
+    wants = variant != "frozen"
+    leaves = {t: v.detach().clone().requires_grad_(wants) for t, v in inputs.items()}
+    out = model(g, leaves)
+    loss = sum((out[t] * probe[t][:, :out[t].shape[1]]).sum() for t in out)
+    params = dict(model.named_parameters())
+    names = list(leaves) if wants else []
+    if variant == "autograd.grad":
+        grads = torch.autograd.grad(loss, [leaves[t] for t in names] + list(params.values()),
+                                    allow_unused=True)
+        assert all(p.grad is None for p in params.values()), "autograd.grad wrote .grad"
+        input_grads = dict(zip(names, grads[:len(names)]))
+        param_grads = dict(zip(params, grads[len(names):]))
+    else:
+        loss.backward()
+        input_grads = {t: leaves[t].grad for t in names}
+        param_grads = {n: p.grad for n, p in params.items()}
+    return {"out": {t: v.detach() for t, v in out.items()},
+            "inputs": {t: v for t, v in input_grads.items() if v is not None},
+            "params": {n: v for n, v in param_grads.items() if v is not None}}
+
+
+def reference() -> dict:
+    """Single-process DGL on the unpartitioned graph: ``{(kind, variant): result}``."""
+    g = hetero_graph()
+    inputs, probe = full_inputs(g), probes(g)
+    return {(kind, variant): run(build(kind), g, inputs, probe, variant)
+            for kind in KINDS for variant in VARIANTS}
+
+
+def worker(rank: int, world_size: int, part_config: str, orig_nids: dict, modes) -> dict:
+    """Every kind, mode and variant on this worker's partition. Parameter gradients are
+    summed over the ranks; outputs and input gradients are this rank's owned rows, with
+    the original ids of those rows."""
+    sarlite.install_dgl_dispatch()
+    data = sarlite.load_partition_data(part_config)
+    g_full = hetero_graph()
+    owned = {t: orig_nids[t][slice(*data.owned_range(t))] for t in data.ntypes}
+    inputs = {t: v[owned[t]] for t, v in full_inputs(g_full).items()}
+    probe = {t: v[owned[t]] for t, v in probes(g_full).items()}
+    results = {"owned": owned}
+    for mode in modes:
+        g = sarlite.construct_full_graph(data, mode=mode)
+        for kind in KINDS:
+            for variant in VARIANTS:
+                model = build(kind)
+                result = run(model, g, inputs, probe, variant)
+                for name, p in model.named_parameters():
+                    p.grad = result["params"].get(name)
+                sarlite.all_reduce_gradients(model)
+                result["params"] = {n: p.grad for n, p in model.named_parameters()
+                                    if p.grad is not None}
+                results[(mode, kind, variant)] = result
+    return results
