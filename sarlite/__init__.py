@@ -5,7 +5,8 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 
 from .comm import all_reduce_gradients, finalize, init, sync_params  # noqa: E402
 from .core import (DistributedBatchNorm1d, DistributedBlock,  # noqa: E402
-                   GraphShardManager, construct_full_graph, construct_mfgs, edge_softmax,
+                   GraphShardManager, HeteroBatchNorm1d, HeteroGraphShardManager,
+                   construct_full_graph, construct_mfgs, edge_softmax,
                    install_dgl_dispatch, message_has_parameters, uninstall_dgl_dispatch)
 from .partition import (EdgePartitionPolicy, NodePartitionPolicy,  # noqa: E402
                         PartitionData, PartitionReport, RangePartitionBook, load_partition,
@@ -24,7 +25,7 @@ __version__ = "0.1.0"
 
 __all__ = ["DistEmbedding", "DistGraph", "DistNeighborSampler", "DistNodeDataLoader", "DistTensor",
            "DistributedBatchNorm1d", "DistributedBlock", "EdgePartitionPolicy",
-           "GraphShardManager", "KVStore", "NodePartitionPolicy", "PartitionData",
+           "GraphShardManager", "HeteroBatchNorm1d", "HeteroGraphShardManager", "KVStore", "NodePartitionPolicy", "PartitionData",
            "PartitionReport", "RangePartitionBook", "SparseAdagrad", "SparseAdam",
            "all_reduce_gradients", "construct_full_graph", "construct_mfgs", "edge_softmax",
            "edge_split", "finalize", "in_subgraph", "init", "initialize", "install_dgl_dispatch",

@@ -111,3 +111,33 @@ def test_multi_update_all_and_apply_edges_match_dgl(tmp_path):
     cites = ("paper", "cites", "paper")
     for _, _, d, eids in per_rank:
         assert torch.equal(d, full.edges["cites"].data["d"][orig_eids[cites][eids]])
+
+
+def _normalised(rank, world, config, orig_nids):
+    data = sarlite.load_partition_data(config)
+    full = hetero_graph()
+    owned = {t: orig_nids[t][slice(*data.owned_range(t))] for t in data.ntypes}
+    torch.manual_seed(0)
+    norm = sarlite.HeteroBatchNorm1d(2, data.ntypes)
+    x = {t: (_x(full, t) ** 1.5)[owned[t]].requires_grad_() for t in data.ntypes}
+    out = norm(x)
+    sum((out[t] * (1 + torch.arange(2.0))).sum() for t in out).backward()
+    sarlite.all_reduce_gradients(norm)
+    return owned, {t: v.detach() for t, v in out.items()}, {t: v.grad for t, v in x.items()}, \
+        {n: p.grad for n, p in norm.named_parameters()}, norm.state_dict()
+
+
+def test_batch_norm_per_node_type_matches_torch_on_the_whole_graph(tmp_path):
+    full = hetero_graph()
+    orig_nids, _ = sarlite.partition_graph(full, "h", 3, tmp_path, return_mapping=True)
+    norms = torch.nn.ModuleDict({t: torch.nn.BatchNorm1d(2) for t in sorted(full.ntypes)})
+    x = {t: (_x(full, t) ** 1.5).requires_grad_() for t in full.ntypes}
+    out = {t: norms[t](x[t]) for t in full.ntypes}
+    sum((out[t] * (1 + torch.arange(2.0))).sum() for t in out).backward()
+    for owned, ours, grads, params, state in spawn(_normalised, 3, str(tmp_path / "h.json"),
+                                                   orig_nids):
+        for t in full.ntypes:
+            assert _close(ours[t], out[t].detach()[owned[t]])
+            assert _close(grads[t], x[t].grad[owned[t]])
+            assert _close(params[f"norms.{t}.weight"], norms[t].weight.grad)
+            assert _close(state[f"norms.{t}.running_var"], norms[t].running_var)

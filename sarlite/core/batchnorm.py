@@ -75,3 +75,40 @@ class DistributedBatchNorm1d(nn.Module):
         if self.affine:
             out = out * self.weight + self.bias
         return out
+
+
+class HeteroBatchNorm1d(nn.Module):
+    r"""One :class:`DistributedBatchNorm1d` per node type, for the ``{ntype: tensor}``
+    outputs of ``HeteroGraphConv``: each type is normalised with the statistics of that
+    type's nodes on every worker, and has its own :math:`\gamma` and :math:`\beta`.
+
+    Parameters
+    ----------
+    num_features: width ``C`` of every type's input ``(num_nodes of the type, C)``.
+    ntypes: the node types to normalise.
+    eps, momentum, affine, track_running_stats: as in ``torch.nn.BatchNorm1d``.
+
+    **Collective** in training mode: the types are normalised in the order of ``ntypes``
+    (not of the input dict), so every rank must pass the same types, also with zero rows
+    of some (as ``HeteroGraphConv`` gives them on a sarlite graph). A type absent from the
+    input is left out, and must be absent on every rank.
+
+    Example
+    -------
+    >>> norm = sarlite.HeteroBatchNorm1d(64, g.ntypes)
+    >>> h = norm(conv(g, x))            # {ntype: (owned nodes of ntype, 64)}
+    """
+
+    def __init__(self, num_features: int, ntypes, eps: float = 1e-5, momentum: float = 0.1,
+                 affine: bool = True, track_running_stats: bool = True):
+        super().__init__()
+        self.ntypes = list(ntypes)
+        self.norms = nn.ModuleDict({t: DistributedBatchNorm1d(
+            num_features, eps, momentum, affine, track_running_stats) for t in self.ntypes})
+
+    def forward(self, x: dict) -> dict:
+        unknown = sorted(set(x) - set(self.ntypes))
+        if unknown:
+            raise ValueError(f"HeteroBatchNorm1d: node types {unknown} are not among "
+                             f"{self.ntypes}")
+        return {t: self.norms[t](x[t]) for t in self.ntypes if t in x}
