@@ -8,9 +8,10 @@ import dgl
 from .loaders import REAL_DATASETS, load_dataset
 from .ogb import read_ogbn_mag, refuse_reverse_edges
 from .synthetic import homophilous_graph, powerlaw_graph
-from .synthetic_hetero import mag_like_graph
+from .synthetic_hetero import mag_like_graph, mag_like_sized
 
-SYNTHETIC_DATASETS = {"synthetic": homophilous_graph, "powerlaw": powerlaw_graph}
+SYNTHETIC_DATASETS = {"synthetic": homophilous_graph, "powerlaw": powerlaw_graph,
+                      "mag_like": mag_like_sized}
 DATASETS = tuple(sorted(SYNTHETIC_DATASETS)) + tuple(REAL_DATASETS)
 
 
@@ -18,7 +19,8 @@ def load_graph(name: str, data_dir: str | os.PathLike | None = None, split: int 
                seed: int = 0, reverse_edges: bool | None = None, **sizes) -> dgl.DGLGraph:
     """Load a dataset by name.
 
-    ``"synthetic"`` (the homophilous default) and ``"powerlaw"`` are generated with ``seed``
+    ``"synthetic"`` (the homophilous default), ``"powerlaw"`` and ``"mag_like"`` (a
+    heterograph with ogbn-mag's schema, ``num_nodes`` papers) are generated with ``seed``
     and the size keywords in ``sizes`` (``num_nodes``, ``avg_degree``, ``num_classes``,
     ``feat_dim``, ...); every other name is a real dataset read from ``data_dir``, with
     ``split`` (heterophilous sets), ``seed`` (random splits) and ``reverse_edges``

@@ -233,4 +233,16 @@ def mag_like_graph(num_papers: int = 4000, num_authors: int = 5000,
     return g
 
 
-__all__ = ["NTYPES", "RELATIONS", "REVERSE", "mag_like_graph"]
+def mag_like_sized(num_nodes: int = 4000, avg_degree: float = 6.0, num_classes: int = 8,
+                   feat_dim: int = 64, seed: int = 0) -> dgl.DGLGraph:
+    """:func:`mag_like_graph` from the synthetic datasets' size keywords (the
+    ``dataset`` section of a training config): ``num_nodes`` papers, ``avg_degree``
+    citations per paper, and the other types in the default proportions (1.25 authors,
+    0.05 institutions and 0.075 fields of study per paper)."""
+    return mag_like_graph(num_papers=num_nodes, num_authors=max(1, num_nodes * 5 // 4),
+                          num_institutions=max(1, num_nodes // 20),
+                          num_fields=max(1, num_nodes * 3 // 40), num_classes=num_classes,
+                          feat_dim=feat_dim, avg_citations=avg_degree, seed=seed)
+
+
+__all__ = ["NTYPES", "RELATIONS", "REVERSE", "mag_like_graph", "mag_like_sized"]

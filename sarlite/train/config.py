@@ -67,8 +67,9 @@ class PartitionConfig(_Section):
 
 
 class ModelConfig(_Section):
-    type: Literal["gcn", "sage", "gat", "gin", "sgc", "appnp", "mlp"] = Field(
-        "gcn", description="architecture built from dgl.nn layers (mlp: no graph)")
+    type: Literal["gcn", "sage", "gat", "gin", "sgc", "appnp", "mlp", "rgcn"] = Field(
+        "gcn", description="architecture built from dgl.nn layers (mlp: no graph; rgcn: "
+        "heterogeneous datasets, a weight per relation)")
     layers: int = Field(2, ge=1, description="number of layers (sgc/appnp: propagation hops)")
     hidden: int = Field(16, ge=1, description="hidden width (per head for gat)")
     heads: int = Field(8, ge=1, description="gat: attention heads in hidden layers")

@@ -13,11 +13,12 @@ from tqdm import tqdm
 from .. import comm
 from ..comm import health
 from ..core import construct_full_graph, construct_mfgs, install_dgl_dispatch
-from ..partition import PartitionData, load_partition_data, require_homogeneous_data
+from ..partition import HeteroPartitionData, PartitionData, load_partition_data
 from ..partition.files import remove_stale_temporaries
 from . import checkpoint
 from .config import Config, ConfigError
-from .models import build_model, graphs_needed
+from .models import (HeteroClassifier, OwnedEmbeddings, build_model, graphs_needed,
+                     replicated)
 from .nonfinite import check_features, check_step
 from .outputs import MetricsLog, on_rank0, plot_curves, write_summary
 from .partitions import prepare_partitions
@@ -85,6 +86,81 @@ def _build_batch(cfg: Config, data: PartitionData) -> tuple[Batch, int, int]:
     return batch, x.shape[1], num_classes
 
 
+HETERO_MODELS = ("rgcn", "mlp")
+
+
+def _check_hetero(cfg: Config, hetero: bool) -> None:
+    """Refuse what heterogeneous datasets do not support yet (and rgcn without one)."""
+    name = cfg.dataset.name
+    if not hetero:
+        if cfg.model.type == "rgcn":
+            raise ConfigError(f"model.type=rgcn needs a heterogeneous dataset (e.g. "
+                              f"mag_like); {name!r} is homogeneous")
+        return
+    limits = {f"model.type={cfg.model.type}": cfg.model.type not in HETERO_MODELS,
+              "model.label_only": cfg.model.label_only,
+              "train.sampling": cfg.train.sampling is not None,
+              "train.checkpoint_every / train.resume": bool(cfg.train.checkpoint_every
+                                                           or cfg.train.resume)}
+    refused = [setting for setting, on in limits.items() if on]
+    if refused:
+        raise ConfigError(f"dataset {name!r} is heterogeneous: {', '.join(refused)} "
+                          f"{'is' if len(refused) == 1 else 'are'} not supported for "
+                          f"heterogeneous graphs yet (use model.type rgcn or mlp, "
+                          f"full-batch, without checkpoints)")
+
+
+def _build_hetero_batch(cfg: Config, data: HeteroPartitionData) -> tuple[Batch, str, int]:
+    """The full-graph batch of a heterogeneous partition: inputs ``{ntype: feat}`` of the
+    types with features, labels and masks of the one labelled type (the target).
+    Collective (graph construction).
+
+    Raises
+    ------
+    ConfigError
+        Not exactly one node type has labels, or it lacks a split mask.
+    """
+    feats = data.node_features
+    labelled = sorted(feats.get("label", {}))
+    if len(labelled) != 1:
+        raise ConfigError(f"dataset {cfg.dataset.name!r} must have node field 'label' on "
+                          f"exactly one node type (the one classified); it has it on "
+                          f"{labelled}")
+    target = labelled[0]
+    for split in SPLITS:
+        if target not in feats.get(f"{split}_mask", {}):
+            raise ConfigError(f"dataset {cfg.dataset.name!r} has no node field "
+                              f"'{split}_mask' on its labelled type {target!r}")
+    x = {t: v.float() for t, v in feats.get("feat", {}).items()}
+    if not cfg.train.allow_nonfinite:
+        for t, v in x.items():
+            check_features(v, f"{t}/feat", data.rank, data.owned_range(t)[0])
+    labels = feats["label"][target].long()
+    top = comm.all_reduce(torch.tensor([int(labels.max()) if labels.numel() else 0]), "max",
+                          kind="num_classes")
+    g = construct_full_graph(data, mode=cfg.engine.mode,
+                             pipeline_depth=cfg.engine.pipeline_depth,
+                             max_collective_rows=cfg.engine.max_collective_rows)
+    batch = Batch([g] * cfg.model.layers, x, labels,
+                  {s: feats[f"{s}_mask"][target].bool() for s in SPLITS})
+    return batch, target, int(top) + 1
+
+
+def _hetero_model(cfg: Config, data: HeteroPartitionData, batch: Batch, target: str,
+                  num_classes: int) -> HeteroClassifier:
+    """The classifier of a heterogeneous dataset, with this worker's embedding rows for
+    the node types without features (R-GCN only)."""
+    featureless = [t for t in data.ntypes if t not in batch.x]
+    embeddings = None
+    if featureless and cfg.model.type == "rgcn":
+        book = data.partition_book
+        embeddings = OwnedEmbeddings({t: data.owned_range(t) for t in featureless},
+                                     {t: book._num_nodes(t) for t in featureless},
+                                     cfg.model.hidden, cfg.train.seed)
+    return HeteroClassifier(cfg.model, {t: v.shape[1] for t, v in batch.x.items()},
+                            num_classes, data.canonical_etypes, target, embeddings)
+
+
 def _train_step(model, optimizer, batch: Batch, num_train: float, epoch: int | None,
                 step: int | None = None) -> float:
     """One optimizer step; the global loss. Collective. ``epoch`` (and ``step``) name the
@@ -96,7 +172,7 @@ def _train_step(model, optimizer, batch: Batch, num_train: float, epoch: int | N
     loss = F.cross_entropy(logits[mask], batch.labels[mask], reduction="sum") / num_train
     optimizer.zero_grad()
     loss.backward()
-    comm.all_reduce_gradients(model)
+    comm.all_reduce_gradients(replicated(model))
     value = float(_global([loss.item()])[0])
     if epoch is not None:
         check_step(value, model, epoch, step)
@@ -197,19 +273,24 @@ def run(cfg: Config) -> dict:
     on_rank0(lambda: _prepare_out_dir(cfg), rank, "prepare_out_dir")
     part_config = prepare_partitions(cfg, rank, world)
     with health.busy("loading its partition"):   # DGL's readers hold Python's lock
-        data = require_homogeneous_data(load_partition_data(part_config), "sarlite train")
-    batch, in_dim, num_classes = _build_batch(cfg, data)
+        data = load_partition_data(part_config)    # read once: evaluation and sampling
+    hetero = isinstance(data, HeteroPartitionData)
+    _check_hetero(cfg, hetero)
+    if hetero:
+        batch, target, num_classes = _build_hetero_batch(cfg, data)
+    else:
+        batch, in_dim, num_classes = _build_batch(cfg, data)
     num_train = float(_global([float(batch.masks["train"].sum())])[0])
     if num_train == 0:
         raise ConfigError(f"dataset {cfg.dataset.name!r} has no training nodes")
 
     loader = sampled_loader(cfg, data, rank) if cfg.train.sampling else None
-    del data          # the batch and the loader's DistGraph keep the tensors they need
-
     torch.manual_seed(cfg.train.seed)
     install_dgl_dispatch()          # attention layers' edge_softmax on sarlite graphs
-    model = build_model(cfg.model, in_dim, num_classes)
-    comm.sync_params(model)
+    model = _hetero_model(cfg, data, batch, target, num_classes) if hetero \
+        else build_model(cfg.model, in_dim, num_classes)
+    del data          # the batch and the loader's DistGraph keep the tensors they need
+    comm.sync_params(replicated(model))
     optimizer = _make_optimizer(cfg, model)
     start, best = 0, {"val_acc": -1.0, "test_acc": None, "epoch": None}
     if cfg.train.resume:

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..core import DistributedBatchNorm1d
+from ..core import DistributedBatchNorm1d, HeteroBatchNorm1d
 from .config import ModelConfig
 
 
@@ -100,3 +100,107 @@ def build_model(cfg: ModelConfig, in_dim: int, num_classes: int) -> nn.Module:
 def graphs_needed(cfg: ModelConfig) -> int:
     """How many message-passing graphs ``forward`` reads (one per layer, or one)."""
     return 1 if cfg.type in ("sgc", "appnp") else cfg.layers
+
+
+class RelGraphConv(nn.Module):
+    r"""One R-GCN layer on a heterogeneous graph (Schlichtkrull et al.):
+
+    .. math::
+        h_v' = W_0 h_v + b + \sum_{r} \frac{1}{|N_r(v)|} \sum_{u \in N_r(v)} W_r h_u
+
+    built from ``dgl.nn.HeteroGraphConv`` with one ``GraphConv(norm="right")`` per
+    relation ``r``, whose weight :math:`W_r` is passed in through ``mod_kwargs``; the
+    self-loop :math:`W_0` and bias :math:`b` are shared by the node types. Input and
+    output are ``{ntype: (num_nodes, dim)}``; types without in-edges get the self-loop
+    term only.
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, relations: list):
+        super().__init__()
+        self.rels = [c[1] for c in relations]
+        self.conv = dglnn.HeteroGraphConv(
+            {c: dglnn.GraphConv(in_dim, out_dim, norm="right", weight=False, bias=False,
+                                allow_zero_in_degree=True) for c in relations},
+            aggregate="sum")
+        self.weight = nn.Parameter(torch.empty(len(relations), in_dim, out_dim))
+        nn.init.xavier_uniform_(self.weight)
+        self.loop = nn.Linear(in_dim, out_dim)
+
+    def forward(self, g, x: dict) -> dict:
+        weights = {rel: {"weight": self.weight[i]} for i, rel in enumerate(self.rels)}
+        out = self.conv(g, x, mod_kwargs=weights)
+        return {t: out[t] + self.loop(h) if t in out else self.loop(h)
+                for t, h in x.items()}
+
+
+class OwnedEmbeddings(nn.Module):
+    """Learnable input rows for the node types without features: on every worker, the
+    rows of the nodes it owns (so each row has one owner and gets its whole gradient
+    there; these parameters are never all-reduced). Rows are drawn from one seeded
+    table of the whole graph, so they do not depend on the partitioning."""
+
+    def __init__(self, owned: dict[str, tuple[int, int]], totals: dict[str, int], dim: int,
+                 seed: int):
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        self.rows = nn.ParameterDict()
+        for ntype in sorted(owned):
+            table = torch.randn(totals[ntype], dim, generator=gen) * dim ** -0.5
+            self.rows[ntype] = nn.Parameter(table[slice(*owned[ntype])].clone())
+
+    def forward(self) -> dict:
+        return dict(self.rows.items())
+
+
+class HeteroClassifier(nn.Module):
+    """Classifies the nodes of one ``target`` type of a heterogeneous graph: R-GCN layers
+    over every relation (``rgcn``), or an MLP on the target's features alone (``mlp``).
+
+    ``forward(graphs, x)`` takes ``{ntype: features}`` of the types that have features
+    and returns ``(owned target nodes, num_classes)``. :attr:`replicated` is the part
+    that is the same on every worker (its gradients are all-reduced); the embeddings of
+    featureless types (``embeddings``) are this worker's own rows.
+    """
+
+    def __init__(self, cfg: ModelConfig, in_dims: dict[str, int], num_classes: int,
+                 relations: list, target: str, embeddings: OwnedEmbeddings | None):
+        super().__init__()
+        self.cfg, self.target = cfg, target
+        self.embeddings = embeddings
+        self.replicated = nn.ModuleDict()
+        if cfg.type == "mlp":
+            self.replicated["mlp"] = nn.Sequential(
+                nn.Linear(in_dims[target], cfg.hidden), nn.ReLU(), nn.Dropout(cfg.dropout),
+                nn.Linear(cfg.hidden, num_classes))
+            return
+        self.replicated["inputs"] = nn.ModuleDict(
+            {t: nn.Linear(dim, cfg.hidden) for t, dim in in_dims.items()})
+        widths = [cfg.hidden] * cfg.layers + [num_classes]
+        self.replicated["layers"] = nn.ModuleList(
+            [RelGraphConv(widths[i], widths[i + 1], relations) for i in range(cfg.layers)])
+        ntypes = sorted({c[0] for c in relations} | {c[2] for c in relations})
+        self.replicated["norms"] = nn.ModuleList(
+            [HeteroBatchNorm1d(cfg.hidden, ntypes) for _ in range(cfg.layers - 1)]
+            if cfg.batch_norm else [])
+
+    def forward(self, graphs, x: dict) -> torch.Tensor:
+        parts = self.replicated
+        if self.cfg.type == "mlp":
+            return parts["mlp"](F.dropout(x[self.target], self.cfg.dropout, self.training))
+        h = {t: parts["inputs"][t](v) for t, v in x.items()}
+        if self.embeddings is not None:
+            h.update(self.embeddings())
+        for i, layer in enumerate(parts["layers"]):
+            h = layer(graphs[i], {t: F.dropout(v, self.cfg.dropout, self.training)
+                                  for t, v in h.items()})
+            if i < len(parts["layers"]) - 1:
+                if self.cfg.batch_norm:
+                    h = parts["norms"][i](h)
+                h = {t: F.relu(v) for t, v in h.items()}
+        return h[self.target]
+
+
+def replicated(model: nn.Module) -> nn.Module:
+    """The part of ``model`` that every worker holds alike (gradients all-reduced,
+    parameters synchronised): ``model.replicated`` when it has one, else the model."""
+    return getattr(model, "replicated", model)

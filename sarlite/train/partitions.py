@@ -70,12 +70,22 @@ def dataset_graph(cfg: Config):
     g = load_graph(ds.name, ds.data_dir, split=ds.split, seed=ds.seed,
                    reverse_edges=ds.reverse_edges, num_nodes=ds.num_nodes,
                    avg_degree=ds.avg_degree, num_classes=ds.num_classes, feat_dim=ds.feat_dim)
+    if not g.is_homogeneous and (ds.row_normalize or ds.self_loops):
+        raise ConfigError(f"dataset {ds.name!r} is heterogeneous: dataset.row_normalize and "
+                          f"dataset.self_loops apply to homogeneous graphs only")
     if ds.row_normalize:
         feat = g.ndata["feat"]
         g.ndata["feat"] = feat / feat.sum(1, keepdim=True).clamp(min=1e-12)
     if ds.self_loops:
         g = dgl.add_self_loop(dgl.remove_self_loop(g))
     return g
+
+
+def _train_classes(g):
+    """The train mask as classes to balance: a tensor, or ``{ntype: tensor}`` for the
+    types of a heterograph that have one."""
+    mask = g.ndata["train_mask"]
+    return {t: m.long() for t, m in mask.items()} if isinstance(mask, dict) else mask.long()
 
 
 def _part_files(config: Path, meta: dict, part: int) -> list[str]:
@@ -142,8 +152,8 @@ def _make(cfg: Config, num_parts: int) -> tuple[dict, list]:
     part = cfg.partition
     (out / STAMP).unlink(missing_ok=True)
     partition_graph(g, GRAPH_NAME, num_parts, out, part_method=part.method,
-                    balance_ntypes=g.ndata["train_mask"].long() if part.balance_train
-                    else None, balance_edges=part.balance_edges, objtype=part.objective,
+                    balance_ntypes=_train_classes(g) if part.balance_train else None,
+                    balance_edges=part.balance_edges, objtype=part.objective,
                     seed=cfg.dataset.seed, metis_max_edges=part.metis_max_edges)
     stamp = {"key": partition_key(cfg), "num_parts": num_parts, "id": uuid.uuid4().hex}
     write_json(out / STAMP, stamp)                      # last: the partitions are complete
