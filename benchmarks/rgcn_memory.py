@@ -12,8 +12,9 @@ rows for the featureless types. Each run is its own process(es): DGL on the whol
 then sarlite (gloo, one thread per worker, METIS partitions cached in
 benchmarks/results/tmp) in the selected modes and world sizes. Memory is the suite's
 metric (benchmarks/worker.py): the RSS high-water mark during the timed epochs minus the
-RSS before them, the largest over the workers, with the allocator settings as users
-have them. The issue's goal: sar at N=4 grows at most 0.35x DGL's.
+RSS before them, the largest over the workers, in the suite's environment
+(``benchmarks.common.bench_env``: a fixed mmap threshold, so that freed tensors leave the
+RSS). The issue's goal: sar at N=4 grows at most 0.35x DGL's.
 
 Writes benchmarks/results/rgcn_memory.json and .md (the command is recorded in both).
 """
