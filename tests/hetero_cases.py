@@ -52,7 +52,7 @@ class RelGraphConv(nn.Module):
     def forward(self, g, x: dict) -> dict:
         kwargs = {rel: {"weight": self.weight[i]} for i, rel in enumerate(self.rels)}
         out = self.conv(g, x, mod_kwargs=kwargs)
-        return {t: h + self.loop(x[t]) for t, h in out.items()}
+        return {t: h + self.loop(x[t][:g.num_dst_nodes(t)]) for t, h in out.items()}
 
 
 def _layer(kind: str, in_dim: int, out_dim: int, rels: list) -> nn.Module:
@@ -79,8 +79,12 @@ class TwoLayers(nn.Module):
         self.second = _layer(kind, HIDDEN * heads, OUT, rels)
 
     def forward(self, g, x: dict) -> dict:
-        h = {t: F.relu(v.flatten(1)) for t, v in self.first(g, x).items()}
-        return {t: v.flatten(1) for t, v in self.second(g, h).items()}
+        """``g``: one graph for both layers, or a message-flow graph per layer."""
+        first, second = g if isinstance(g, (list, tuple)) else (g, g)
+        h = {t: F.relu(v.flatten(1)) for t, v in self.first(first, x).items()}
+        if isinstance(g, (list, tuple)):       # a block's outputs are its destinations
+            h = {t: v[:second.num_src_nodes(t)] for t, v in h.items()}
+        return {t: v.flatten(1) for t, v in self.second(second, h).items()}
 
 
 def build(kind: str, seed: int = 0) -> nn.Module:
@@ -153,3 +157,53 @@ def worker(rank: int, world_size: int, part_config: str, orig_nids: dict, modes)
                                     if p.grad is not None}
                 results[(mode, kind, variant)] = result
     return results
+
+
+def seeds_of(rank: int, owned: dict) -> dict:
+    """The seeds rank ``rank`` asks for, as local ids: papers on rank 0, authors on rank
+    1, both on rank 2, none on rank 3 (ranks may seed different types, or none)."""
+    kinds = {0: ("paper",), 1: ("author",), 2: ("paper", "author")}.get(rank, ())
+    return {t: torch.arange(0, len(owned[t]), 3) for t in kinds}
+
+
+def mfg_worker(rank: int, world_size: int, part_config: str, orig_nids: dict,
+               modes) -> dict:
+    """Every kind and mode on this rank's message-flow graphs for its seeds: outputs at
+    the seeds (by original id), input gradients scattered to the owned rows, summed
+    parameter gradients (loss: ``sum(out * probe)`` over the seeds only)."""
+    sarlite.install_dgl_dispatch()
+    data = sarlite.load_partition_data(part_config)
+    g_full = hetero_graph()
+    owned = {t: orig_nids[t][slice(*data.owned_range(t))] for t in data.ntypes}
+    inputs = {t: v[owned[t]] for t, v in full_inputs(g_full).items()}
+    probe = {t: v[owned[t]] for t, v in probes(g_full).items()}
+    seeds = seeds_of(rank, owned)
+    results = {"seeds": {t: owned[t][ids] for t, ids in seeds.items()}, "owned": owned}
+    for mode in modes:
+        blocks = sarlite.construct_mfgs(data, seeds, 2, mode=mode)
+        first, last = blocks[0].input_nodes, blocks[-1].output_nodes
+        for kind in KINDS:
+            model = build(kind)
+            x = {t: inputs[t][first[t]].requires_grad_() for t in data.ntypes}
+            out = model(blocks, x)
+            loss = sum((out[t] * probe[t][last[t]][:, :out[t].shape[1]]).sum()
+                       for t in out)
+            loss.backward()
+            grads = {t: torch.zeros_like(inputs[t]).index_add_(0, first[t], v.grad)
+                     for t, v in x.items() if v.grad is not None}
+            sarlite.all_reduce_gradients(model)
+            results[(mode, kind)] = {
+                "out": {t: v.detach() for t, v in out.items()}, "inputs": grads,
+                "params": {n: p.grad for n, p in model.named_parameters()
+                           if p.grad is not None}}
+    return results
+
+
+def mfg_reference(seeds: dict) -> dict:
+    """Single-process DGL with the loss over ``seeds`` (``{ntype: original ids}``) only."""
+    g = hetero_graph()
+    inputs, full_probe = full_inputs(g), probes(g)
+    probe = {t: torch.zeros_like(v) for t, v in full_probe.items()}
+    for t, ids in seeds.items():
+        probe[t][ids] = full_probe[t][ids]
+    return {kind: run(build(kind), g, inputs, probe, "backward") for kind in KINDS}

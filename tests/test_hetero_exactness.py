@@ -12,7 +12,8 @@ import torch
 
 import sarlite
 from harness import spawn
-from hetero_cases import KINDS, VARIANTS, hetero_graph, reference, worker
+from hetero_cases import (KINDS, VARIANTS, hetero_graph, mfg_reference, mfg_worker,
+                          reference, worker)
 
 MODES = ("sar", "sa", "one-shot")
 TOLERANCE = 1e-4
@@ -141,3 +142,32 @@ def test_batch_norm_per_node_type_matches_torch_on_the_whole_graph(tmp_path):
             assert _close(grads[t], x[t].grad[owned[t]])
             assert _close(params[f"norms.{t}.weight"], norms[t].weight.grad)
             assert _close(state[f"norms.{t}.running_var"], norms[t].running_var)
+
+
+@pytest.fixture(scope="module")
+def mfgs(tmp_path_factory):
+    """Every rank's MFG results on 4 workers, and the reference for their seeds."""
+    out = tmp_path_factory.mktemp("hetero_mfgs")
+    orig_nids, _ = sarlite.partition_graph(hetero_graph(), "h", 4, out, return_mapping=True)
+    per_rank = spawn(mfg_worker, 4, str(out / "h.json"), orig_nids, MODES, timeout=300)
+    seeds = {}
+    for result in per_rank:
+        for t, ids in result["seeds"].items():
+            seeds[t] = torch.cat([seeds.get(t, ids[:0]), ids])
+    return per_rank, mfg_reference(seeds)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("mode", MODES)
+def test_hetero_mfgs_give_the_full_graph_outputs_at_seeds_of_any_types(mfgs, mode, kind):
+    per_rank, reference = mfgs
+    ref = reference[kind]
+    for result in per_rank:
+        got = result[(mode, kind)]
+        assert all(len(v) == 0 for t, v in got["out"].items() if t not in result["seeds"])
+        for t, ids in result["seeds"].items():
+            assert _close(got["out"][t], ref["out"][t][ids]), t
+        for t, grad in got["inputs"].items():
+            assert _close(grad, ref["inputs"].get(t, torch.zeros(1))[result["owned"][t]]), t
+    params = per_rank[0][(mode, kind)]["params"]
+    assert [n for n in ref["params"] if not _close(params[n], ref["params"][n])] == []

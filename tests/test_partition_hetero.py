@@ -219,10 +219,11 @@ def test_load_partition_data_gives_features_by_type_and_shards_by_relation(writt
 
 
 def test_what_takes_homogeneous_graphs_only_refuses_a_heterogeneous_partition(tmp_path):
+    from sarlite.sar import load_dgl_partition_data
     sarlite.partition_graph(mag_like(), "g", 1, tmp_path)
-    data = sarlite.load_partition_data(tmp_path / "g.json")
-    with pytest.raises(NotImplementedError, match="construct_mfgs: .* is heterogeneous"):
-        sarlite.construct_mfgs(data, [0], 1)
+    with pytest.raises(NotImplementedError,
+                       match="load_dgl_partition_data: .* is heterogeneous"):
+        load_dgl_partition_data(str(tmp_path / "g.json"), 0)
 
 
 @pytest.mark.parametrize("balance, message", [

@@ -4,13 +4,13 @@ from __future__ import annotations
 import torch
 
 from ..comm import world_size
-from ..partition import HeteroPartitionData, require_homogeneous_data
+from ..partition import HeteroPartitionData
 from .options import EngineOptions, OptionsSource, current
 from .distributed_block import DistributedBlock
 from .manager import GraphShardManager
 from .hetero import HeteroGraphShardManager
 from .partition_data import PartitionData
-from .shards import build_shards, global_out_degrees
+from .shards import assemble_shards, build_shards, global_out_degrees, request_rows
 
 
 def _settings(data: PartitionData, mode: str, pipeline_depth: int,
@@ -56,10 +56,7 @@ def _relation_graph(data: HeteroPartitionData, c_etype: tuple[str, str, str], mo
     shards, plan = build_shards([(e.src, e.dst - dst_lo) for e in edges],
                                 data.node_ranges[src_type], dst_hi - dst_lo,
                                 lambda requested: (requested, num_src), device)
-    out_degrees = global_out_degrees([e.src for e in edges], data.node_ranges[src_type])
-    in_degrees = torch.zeros(dst_hi - dst_lo, dtype=torch.int64)
-    for shard in edges:
-        in_degrees.index_add_(0, shard.dst - dst_lo, torch.ones_like(shard.dst))
+    in_degrees, out_degrees = _relation_degrees(data, c_etype)
     book = data.partition_book
     return _graph(
         mode, options, shards, plan, num_src, dst_hi - dst_lo,
@@ -169,10 +166,17 @@ def construct_mfgs(data: PartitionData, seed_nodes, num_layers: int,
     mode, pipeline_depth, device, max_collective_rows, options:
         As :func:`construct_full_graph`.
 
+    On a :class:`~sarlite.partition.HeteroPartitionData`, ``seed_nodes`` is
+    ``{ntype: local ids}`` and the blocks are heterogeneous
+    (:func:`construct_hetero_mfgs`); ranks may seed different types.
+
     Collective: **every rank must call it**, including ranks with no seeds (2 exchanges per
     layer).
     """
-    require_homogeneous_data(data, "construct_mfgs")
+    if isinstance(data, HeteroPartitionData):
+        return construct_hetero_mfgs(data, seed_nodes, num_layers, mode, pipeline_depth,
+                                     device, max_collective_rows=max_collective_rows,
+                                     options=options)
     mode, options = _settings(data, mode, pipeline_depth, max_collective_rows, options)
     if not isinstance(num_layers, int) or num_layers < 1:
         raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
@@ -211,3 +215,108 @@ def construct_mfgs(data: PartitionData, seed_nodes, num_layers: int,
             input_nodes=inputs[0].to(device), output_nodes=outputs.to(device)))
         outputs = inputs[0]
     return blocks[::-1]
+
+
+def _typed_seeds(data: HeteroPartitionData, seed_nodes) -> dict[str, torch.Tensor]:
+    """``{ntype: sorted unique local ids}`` of every node type (empty where none given)."""
+    if not isinstance(seed_nodes, dict):
+        raise ValueError(f"seed_nodes of a heterogeneous graph must be {{ntype: local ids}} "
+                         f"(types {data.ntypes}), got {type(seed_nodes).__name__}")
+    unknown = sorted(set(seed_nodes) - set(data.ntypes))
+    if unknown:
+        raise ValueError(f"seed_nodes names node types {unknown}; the types are "
+                         f"{data.ntypes}")
+    seeds = {}
+    for ntype in data.ntypes:
+        ids = torch.unique(torch.as_tensor(seed_nodes.get(ntype, []),
+                                           dtype=torch.int64).reshape(-1))
+        owned = data.num_owned_nodes(ntype)
+        if ids.numel() and (int(ids[0]) < 0 or int(ids[-1]) >= owned):
+            raise ValueError(f"seed_nodes[{ntype!r}] must be local ids in [0, {owned}), "
+                             f"got values in [{int(ids[0])}, {int(ids[-1])}]")
+        seeds[ntype] = ids
+    return seeds
+
+
+def _relation_degrees(data: HeteroPartitionData, c_etype) -> tuple[torch.Tensor, ...]:
+    """``(in-degrees of the owned destination nodes, global out-degrees of the owned
+    source nodes)`` along one relation. Collective (the out-degrees)."""
+    src_type, _, dst_type = c_etype
+    edges = data.relations[c_etype]
+    lo, hi = data.owned_range(dst_type)
+    in_degrees = torch.zeros(hi - lo, dtype=torch.int64)
+    for shard in edges:
+        in_degrees.index_add_(0, shard.dst - lo, torch.ones_like(shard.dst))
+    return in_degrees, global_out_degrees([e.src for e in edges], data.node_ranges[src_type])
+
+
+def construct_hetero_mfgs(data: HeteroPartitionData, seed_nodes: dict, num_layers: int,
+                          mode: str = "sar", pipeline_depth: int = 1, device=None, *,
+                          max_collective_rows: int | None = None,
+                          options: OptionsSource | None = None) -> list:
+    """Message-flow graphs of a heterogeneous graph (:func:`construct_mfgs` calls it).
+
+    ``seed_nodes`` is ``{ntype: local ids}``; ranks may seed different types, or none.
+    Each block is a :class:`~sarlite.core.hetero.HeteroGraphShardManager` with
+    ``is_block``: per type, its destination nodes are the nodes whose outputs the next
+    block reads (the seeds for the last), its source nodes start with them, and
+    ``input_nodes``/``output_nodes`` are ``{ntype: local ids}``. Degrees are global, so
+    every output equals the full graph's at that node. Collective: every rank calls it,
+    also with no seeds.
+    """
+    mode, options = _settings(data, mode, pipeline_depth, max_collective_rows, options)
+    if not isinstance(num_layers, int) or num_layers < 1:
+        raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    outputs = _typed_seeds(data, seed_nodes)
+    degrees = {c: _relation_degrees(data, c) for c in data.canonical_etypes}
+    blocks = []
+    for _ in range(num_layers):                       # last layer first
+        picked, asked = {}, {}
+        for c in data.canonical_etypes:
+            lo = data.owned_range(c[2])[0]
+            dst_pos = _positions(outputs[c[2]], data.num_owned_nodes(c[2]))
+            masks = [dst_pos[e.dst - lo] >= 0 for e in data.relations[c]]
+            edges = [(e.src[m], dst_pos[e.dst[m] - lo])
+                     for e, m in zip(data.relations[c], masks)]
+            picked[c] = (masks, edges)
+            asked[c] = request_rows(edges, data.node_ranges[c[0]])
+        inputs = {}
+        for ntype in data.ntypes:
+            wanted = [torch.cat(asked[c][1]) for c in data.canonical_etypes if c[0] == ntype]
+            extra = torch.unique(torch.cat(wanted)) if wanted else outputs[ntype][:0]
+            extra = extra[_positions(outputs[ntype], data.num_owned_nodes(ntype))[extra] < 0]
+            inputs[ntype] = torch.cat([outputs[ntype], extra])
+        views = {c: _block_view(data, c, picked[c], asked[c], inputs, outputs, degrees[c],
+                                mode, options, device) for c in data.canonical_etypes}
+        blocks.append(HeteroGraphShardManager(
+            views, {t: v.numel() for t, v in inputs.items()},
+            num_dst={t: v.numel() for t, v in outputs.items()},
+            input_nodes={t: v.to(device) for t, v in inputs.items()},
+            output_nodes={t: v.to(device) for t, v in outputs.items()}))
+        outputs = inputs
+    return blocks[::-1]
+
+
+def _block_view(data, c_etype, picked, asked, inputs, outputs, degrees, mode, options,
+                device):
+    """One relation's block of one layer. Collective (the send counts)."""
+    masks, edges = picked
+    uniques, requested = asked
+    src_type, _, dst_type = c_etype
+    src_pos = _positions(inputs[src_type], data.num_owned_nodes(src_type))
+    shards, plan = assemble_shards(edges, uniques, [src_pos[rows] for rows in requested],
+                                   inputs[src_type].numel(), outputs[dst_type].numel(),
+                                   device)
+    mask = torch.cat(masks) if masks else torch.zeros(0, dtype=torch.bool)
+    in_degrees, out_degrees = degrees
+    return _graph(
+        mode, options, shards, plan, inputs[src_type].numel(), outputs[dst_type].numel(),
+        in_degrees=in_degrees[outputs[dst_type]].to(device),
+        out_degrees=out_degrees[inputs[src_type]].to(device),
+        edata={k: v[c_etype][mask].to(device) for k, v in data.edge_features.items()
+               if c_etype in v},
+        is_block=True,
+        edge_ids=torch.cat([e.eids[m] for e, m in zip(data.relations[c_etype], masks)]),
+        input_nodes=inputs[src_type].to(device), output_nodes=outputs[dst_type].to(device),
+        relation=c_etype)

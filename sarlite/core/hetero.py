@@ -88,7 +88,10 @@ class HeteroGraphShardManager:
     for ``dgl.nn.HeteroGraphConv`` and for ``multi_update_all``.
 
     Build it with :func:`sarlite.construct_full_graph` on the
-    :class:`~sarlite.partition.HeteroPartitionData` of a heterogeneous partitioning.
+    :class:`~sarlite.partition.HeteroPartitionData` of a heterogeneous partitioning, or
+    get message-flow graphs (``is_block``: separate source and destination nodes per type,
+    ``input_nodes``/``output_nodes`` as ``{ntype: local ids}``) from
+    :func:`sarlite.construct_mfgs`.
 
     **Collectives.** Message passing on a relation view (``update_all``,
     ``apply_edges``) and ``multi_update_all`` are collectives: every rank must run the
@@ -104,14 +107,20 @@ class HeteroGraphShardManager:
     >>> h = conv(g, {ntype: x[ntype] for ntype in g.ntypes})    # {ntype: (owned, 8)}
     """
 
-    is_block = False
     is_homogeneous = False
 
     def __init__(self, relations: dict, num_nodes: dict[str, int],
-                 global_counts: tuple[int, int] | None = None):
+                 global_counts: tuple[int, int] | None = None, *,
+                 num_dst: dict[str, int] | None = None, input_nodes: dict | None = None,
+                 output_nodes: dict | None = None):
         self._relations = dict(relations)
         self._num_nodes = dict(num_nodes)
+        self.is_block = num_dst is not None
+        self._num_dst = dict(num_dst) if self.is_block else self._num_nodes
         self._frames: dict[str, dict] = {t: {} for t in self._num_nodes}
+        self._dst_frames = {t: {} for t in self._num_nodes} if self.is_block \
+            else self._frames
+        self.input_nodes, self.output_nodes = input_nodes, output_nodes
         self._global_counts = global_counts
         by_rel: dict[str, list] = {}
         for c_etype in self._relations:
@@ -168,14 +177,28 @@ class HeteroGraphShardManager:
                            f"{self.ntypes}")
         return ntype
 
-    def num_nodes(self, ntype=None) -> int:
-        """Owned nodes of ``ntype`` (all types when ``None``)."""
+    def num_src_nodes(self, ntype=None) -> int:
+        """Owned nodes of ``ntype`` (all types when ``None``); a block's source nodes."""
         if ntype is None:
             return sum(self._num_nodes.values())
         return self._num_nodes[self._ntype(ntype)]
 
-    num_src_nodes = num_dst_nodes = number_of_nodes = num_nodes
-    number_of_src_nodes = number_of_dst_nodes = num_nodes
+    def num_dst_nodes(self, ntype=None) -> int:
+        """Owned nodes of ``ntype`` (all types when ``None``); a block's destinations."""
+        if ntype is None:
+            return sum(self._num_dst.values())
+        return self._num_dst[self._ntype(ntype)]
+
+    def num_nodes(self, ntype=None) -> int:
+        """Owned nodes of ``ntype`` (all types when ``None``); for a block, source plus
+        destination nodes, as DGL counts them."""
+        if self.is_block:
+            return self.num_src_nodes(ntype) + self.num_dst_nodes(ntype)
+        return self.num_src_nodes(ntype)
+
+    number_of_nodes = num_nodes
+    number_of_src_nodes = num_src_nodes
+    number_of_dst_nodes = num_dst_nodes
 
     def num_edges(self, etype=None) -> int:
         """Owned edges of ``etype`` (of all relations when ``None``)."""
@@ -209,13 +232,27 @@ class HeteroGraphShardManager:
 
     # -- data ----------------------------------------------------------------------------
     @property
-    def ndata(self) -> TypedData:
+    def srcdata(self) -> TypedData:
         return TypedData(self._frames)
 
-    srcdata = dstdata = ndata
+    @property
+    def dstdata(self) -> TypedData:
+        return TypedData(self._dst_frames)
+
+    @property
+    def ndata(self) -> TypedData:
+        """Node data by type (``g.ndata[name]`` is ``{ntype: tensor}``); blocks have
+        ``srcdata``/``dstdata`` only, as in DGL."""
+        if self.is_block:
+            raise AttributeError("ndata is not available on a message-flow graph (block): "
+                                 "use srcdata and dstdata")
+        return TypedData(self._frames)
 
     @property
     def nodes(self) -> _Types:
+        if self.is_block:
+            raise AttributeError("g.nodes[ntype].data is not available on a message-flow "
+                                 "graph (block): use srcdata and dstdata")
         return _Types(lambda ntype: self._frames[self._ntype(ntype)])
 
     @property
@@ -228,8 +265,10 @@ class HeteroGraphShardManager:
 
     def local_scope(self):
         """Discard every node or edge field set or removed inside the ``with`` block."""
-        return restoring(list(self._frames.values()) +
-                         [view.edata for view in self._relations.values()])
+        frames = list(self._frames.values())
+        if self.is_block:
+            frames += list(self._dst_frames.values())
+        return restoring(frames + [view.edata for view in self._relations.values()])
 
     @property
     def device(self) -> torch.device:
@@ -240,9 +279,11 @@ class HeteroGraphShardManager:
         """Move structure and data to ``device``; returns ``self`` (in place)."""
         for view in self._relations.values():
             view.to(device)
-        for frame in self._frames.values():
-            for name, value in frame.items():
-                frame[name] = value.to(device)
+        for frames in {id(self._frames): self._frames,
+                       id(self._dst_frames): self._dst_frames}.values():
+            for frame in frames.values():
+                for name, value in frame.items():
+                    frame[name] = value.to(device)
         return self
 
     # -- message passing ---------------------------------------------------------------
@@ -281,7 +322,7 @@ class HeteroGraphShardManager:
                 self._relation_update(c_etype, *funcs))
         for ntype, fields in results.items():
             for out, values in fields.items():
-                self._frames[ntype][out] = _merge(values, cross_reducer)
+                self._dst_frames[ntype][out] = _merge(values, cross_reducer)
 
     def _relation_update(self, c_etype, message_func, reduce_func) -> torch.Tensor:
         """One relation's ``update_all``, reading this graph's node data."""
@@ -289,7 +330,7 @@ class HeteroGraphShardManager:
         with view.local_scope():
             view.srcdata.update(self._frames[c_etype[0]])
             if view.dstdata is not view.srcdata:
-                view.dstdata.update(self._frames[c_etype[2]])
+                view.dstdata.update(self._dst_frames[c_etype[2]])
             view.update_all(message_func, reduce_func)
             return view.dstdata[reduce_func.out_field]
 
@@ -301,7 +342,7 @@ class HeteroGraphShardManager:
         with view.local_scope():
             view.srcdata.update(self._frames[src])
             if view.dstdata is not view.srcdata:
-                view.dstdata.update(self._frames[dst])
+                view.dstdata.update(self._dst_frames[dst])
             before = dict(view.edata)
             view.apply_edges(func, edges)
             written = {k: v for k, v in view.edata.items() if before.get(k) is not v}

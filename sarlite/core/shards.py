@@ -168,14 +168,35 @@ def build_shards(shard_edges: list[tuple[torch.Tensor, torch.Tensor]],
     rank's source tensors together with the number of those rows (for a full graph: the
     local ids themselves, and the number of owned nodes). The local shard addresses this
     rank's source tensor directly, so its rows are never copied. Collective: one exchange
-    of the requested rows.
+    of the requested rows (:func:`request_rows`), then :func:`assemble_shards`.
     """
-    me = rank()
+    uniques, requested = request_rows(shard_edges, node_ranges)
+    positions, num_src = serve(requested)
+    return assemble_shards(shard_edges, uniques, positions, num_src, num_dst, device)
+
+
+def request_rows(shard_edges: list[tuple[torch.Tensor, torch.Tensor]],
+                 node_ranges: torch.Tensor) -> tuple[list, list[torch.Tensor]]:
+    """Tell every partition which of its rows this rank's edges read.
+
+    Returns ``(uniques, requested)``: ``uniques[j]`` is ``(rows, inverse)`` of the distinct
+    local ids of partition ``j`` that ``shard_edges[j]`` reads; ``requested[k]`` the local
+    ids of this rank's nodes that rank ``k`` reads. Collective (one exchange).
+    """
     uniques = [torch.unique(src - node_ranges[j, 0], return_inverse=True)
                for j, (src, _) in enumerate(shard_edges)]
     requested = [rows[:, 0] for rows in
                  all_to_all_rows([rows.unsqueeze(1) for rows, _ in uniques], kind="setup")]
-    positions, num_src = serve(requested)
+    return uniques, requested
+
+
+def assemble_shards(shard_edges: list[tuple[torch.Tensor, torch.Tensor]], uniques: list,
+                    positions: list[torch.Tensor], num_src: int, num_dst: int, device
+                    ) -> tuple[list[GraphShard], RingPlan]:
+    """The shards and ring plan once every rank knows where the rows it serves are:
+    ``positions[k]`` are the rows of this rank's source tensors that rank ``k`` reads
+    (``num_src`` rows in all). Collective (one gather of the send counts)."""
+    me = rank()
     shards, offset = [], 0
     for j, ((_, dst), (rows, compact)) in enumerate(zip(shard_edges, uniques)):
         if j == me:       # sources are rows of our own source tensor, used in place

@@ -111,8 +111,8 @@ class RelGraphConv(nn.Module):
     built from ``dgl.nn.HeteroGraphConv`` with one ``GraphConv(norm="right")`` per
     relation ``r``, whose weight :math:`W_r` is passed in through ``mod_kwargs``; the
     self-loop :math:`W_0` and bias :math:`b` are shared by the node types. Input and
-    output are ``{ntype: (num_nodes, dim)}``; types without in-edges get the self-loop
-    term only.
+    output are ``{ntype: (num_nodes, dim)}`` (on a message-flow graph: source rows in,
+    destination rows out); types without in-edges get the self-loop term only.
     """
 
     def __init__(self, in_dim: int, out_dim: int, relations: list):
@@ -129,8 +129,8 @@ class RelGraphConv(nn.Module):
     def forward(self, g, x: dict) -> dict:
         weights = {rel: {"weight": self.weight[i]} for i, rel in enumerate(self.rels)}
         out = self.conv(g, x, mod_kwargs=weights)
-        return {t: out[t] + self.loop(h) if t in out else self.loop(h)
-                for t, h in x.items()}
+        self_loop = {t: self.loop(h[:g.num_dst_nodes(t)]) for t, h in x.items()}
+        return {t: out[t] + h if t in out else h for t, h in self_loop.items()}
 
 
 class OwnedEmbeddings(nn.Module):
