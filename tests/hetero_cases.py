@@ -133,16 +133,23 @@ def reference() -> dict:
             for kind in KINDS for variant in VARIANTS}
 
 
-def worker(rank: int, world_size: int, part_config: str, orig_nids: dict, modes) -> dict:
-    """Every kind, mode and variant on this worker's partition. Parameter gradients are
-    summed over the ranks; outputs and input gradients are this rank's owned rows, with
-    the original ids of those rows."""
+def _this_rank(part_config: str, orig_nids: dict):
+    """This rank's partition, the original ids of its owned nodes by type, and its rows of
+    the inputs and the probes."""
     sarlite.install_dgl_dispatch()
     data = sarlite.load_partition_data(part_config)
     g_full = hetero_graph()
     owned = {t: orig_nids[t][slice(*data.owned_range(t))] for t in data.ntypes}
     inputs = {t: v[owned[t]] for t, v in full_inputs(g_full).items()}
     probe = {t: v[owned[t]] for t, v in probes(g_full).items()}
+    return data, owned, inputs, probe
+
+
+def worker(rank: int, world_size: int, part_config: str, orig_nids: dict, modes) -> dict:
+    """Every kind, mode and variant on this worker's partition. Parameter gradients are
+    summed over the ranks; outputs and input gradients are this rank's owned rows, with
+    the original ids of those rows."""
+    data, owned, inputs, probe = _this_rank(part_config, orig_nids)
     results = {"owned": owned}
     for mode in modes:
         g = sarlite.construct_full_graph(data, mode=mode)
@@ -171,12 +178,7 @@ def mfg_worker(rank: int, world_size: int, part_config: str, orig_nids: dict,
     """Every kind and mode on this rank's message-flow graphs for its seeds: outputs at
     the seeds (by original id), input gradients scattered to the owned rows, summed
     parameter gradients (loss: ``sum(out * probe)`` over the seeds only)."""
-    sarlite.install_dgl_dispatch()
-    data = sarlite.load_partition_data(part_config)
-    g_full = hetero_graph()
-    owned = {t: orig_nids[t][slice(*data.owned_range(t))] for t in data.ntypes}
-    inputs = {t: v[owned[t]] for t, v in full_inputs(g_full).items()}
-    probe = {t: v[owned[t]] for t, v in probes(g_full).items()}
+    data, owned, inputs, probe = _this_rank(part_config, orig_nids)
     seeds = seeds_of(rank, owned)
     results = {"seeds": {t: owned[t][ids] for t, ids in seeds.items()}, "owned": owned}
     for mode in modes:
