@@ -37,13 +37,22 @@ def _graph(mode: str, options: OptionsSource, shards, plan, num_src: int, num_ds
                              options=options, **common)
 
 
-def _owned_in_degrees(data: PartitionData) -> torch.Tensor:
-    """``(num_owned,)`` in-degree of every owned node (all its in-edges are owned)."""
-    lo, _ = data.owned_range
-    degrees = torch.zeros(data.num_owned_nodes, dtype=torch.int64)
-    for edges in data.shards:
+def _in_degrees(shards, lo: int, num_owned: int) -> torch.Tensor:
+    """``(num_owned,)`` in-degree of every owned node (all its in-edges are owned), from
+    the owned edges ``shards`` whose destinations start at global id ``lo``."""
+    degrees = torch.zeros(num_owned, dtype=torch.int64)
+    for edges in shards:
         degrees.index_add_(0, edges.dst - lo, torch.ones_like(edges.dst))
     return degrees
+
+
+def _checked_seeds(seed_nodes, num_owned: int, what: str) -> torch.Tensor:
+    """Sorted unique local seed ids, each in ``[0, num_owned)`` (else ``ValueError``)."""
+    seeds = torch.unique(torch.as_tensor(seed_nodes, dtype=torch.int64).reshape(-1))
+    if seeds.numel() and (int(seeds[0]) < 0 or int(seeds[-1]) >= num_owned):
+        raise ValueError(f"{what} must be local ids in [0, {num_owned}), got values in "
+                         f"[{int(seeds[0])}, {int(seeds[-1])}]")
+    return seeds
 
 
 def _relation_graph(data: HeteroPartitionData, c_etype: tuple[str, str, str], mode: str,
@@ -126,7 +135,7 @@ def construct_full_graph(data: PartitionData, mode: str = "sar", pipeline_depth:
                                 data.node_ranges, hi - lo,
                                 lambda requested: (requested, hi - lo), device)
     out_degrees = global_out_degrees([e.src for e in data.shards], data.node_ranges)
-    in_degrees = _owned_in_degrees(data)
+    in_degrees = _in_degrees(data.shards, data.owned_range[0], data.num_owned_nodes)
     return _graph(
         mode, options, shards, plan, hi - lo, hi - lo, node_ranges=data.node_ranges,
         in_degrees=in_degrees.to(device), out_degrees=out_degrees.to(device),
@@ -182,13 +191,10 @@ def construct_mfgs(data: PartitionData, seed_nodes, num_layers: int,
         raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
     lo, hi = data.owned_range
     num_owned = hi - lo
-    seeds = torch.unique(torch.as_tensor(seed_nodes, dtype=torch.int64).reshape(-1))
-    if seeds.numel() and (int(seeds[0]) < 0 or int(seeds[-1]) >= num_owned):
-        raise ValueError(f"seed_nodes must be local ids in [0, {num_owned}), got values in "
-                         f"[{int(seeds[0])}, {int(seeds[-1])}]")
+    seeds = _checked_seeds(seed_nodes, num_owned, "seed_nodes")
     device = torch.device(device) if device is not None else torch.device("cpu")
     out_degrees = global_out_degrees([e.src for e in data.shards], data.node_ranges)
-    in_degrees = _owned_in_degrees(data)
+    in_degrees = _in_degrees(data.shards, data.owned_range[0], data.num_owned_nodes)
 
     blocks, outputs = [], seeds
     for _ in range(num_layers):                       # last layer first
@@ -226,16 +232,8 @@ def _typed_seeds(data: HeteroPartitionData, seed_nodes) -> dict[str, torch.Tenso
     if unknown:
         raise ValueError(f"seed_nodes names node types {unknown}; the types are "
                          f"{data.ntypes}")
-    seeds = {}
-    for ntype in data.ntypes:
-        ids = torch.unique(torch.as_tensor(seed_nodes.get(ntype, []),
-                                           dtype=torch.int64).reshape(-1))
-        owned = data.num_owned_nodes(ntype)
-        if ids.numel() and (int(ids[0]) < 0 or int(ids[-1]) >= owned):
-            raise ValueError(f"seed_nodes[{ntype!r}] must be local ids in [0, {owned}), "
-                             f"got values in [{int(ids[0])}, {int(ids[-1])}]")
-        seeds[ntype] = ids
-    return seeds
+    return {t: _checked_seeds(seed_nodes.get(t, []), data.num_owned_nodes(t),
+                              f"seed_nodes[{t!r}]") for t in data.ntypes}
 
 
 def _relation_degrees(data: HeteroPartitionData, c_etype) -> tuple[torch.Tensor, ...]:
@@ -243,10 +241,8 @@ def _relation_degrees(data: HeteroPartitionData, c_etype) -> tuple[torch.Tensor,
     source nodes)`` along one relation. Collective (the out-degrees)."""
     src_type, _, dst_type = c_etype
     edges = data.relations[c_etype]
-    lo, hi = data.owned_range(dst_type)
-    in_degrees = torch.zeros(hi - lo, dtype=torch.int64)
-    for shard in edges:
-        in_degrees.index_add_(0, shard.dst - lo, torch.ones_like(shard.dst))
+    in_degrees = _in_degrees(edges, data.owned_range(dst_type)[0],
+                             data.num_owned_nodes(dst_type))
     return in_degrees, global_out_degrees([e.src for e in edges], data.node_ranges[src_type])
 
 

@@ -265,10 +265,13 @@ class HeteroGraphShardManager:
 
     def local_scope(self):
         """Discard every node or edge field set or removed inside the ``with`` block."""
+        return restoring(self._all_frames() +
+                         [view.edata for view in self._relations.values()])
+
+    def _all_frames(self) -> list[dict]:
+        """Every node-data dict: one per type, two per type for a block."""
         frames = list(self._frames.values())
-        if self.is_block:
-            frames += list(self._dst_frames.values())
-        return restoring(frames + [view.edata for view in self._relations.values()])
+        return frames + list(self._dst_frames.values()) if self.is_block else frames
 
     @property
     def device(self) -> torch.device:
@@ -279,11 +282,9 @@ class HeteroGraphShardManager:
         """Move structure and data to ``device``; returns ``self`` (in place)."""
         for view in self._relations.values():
             view.to(device)
-        for frames in {id(self._frames): self._frames,
-                       id(self._dst_frames): self._dst_frames}.values():
-            for frame in frames.values():
-                for name, value in frame.items():
-                    frame[name] = value.to(device)
+        for frame in self._all_frames():
+            for name, value in frame.items():
+                frame[name] = value.to(device)
         return self
 
     # -- message passing ---------------------------------------------------------------
@@ -328,21 +329,23 @@ class HeteroGraphShardManager:
         """One relation's ``update_all``, reading this graph's node data."""
         view = self._relations[c_etype]
         with view.local_scope():
-            view.srcdata.update(self._frames[c_etype[0]])
-            if view.dstdata is not view.srcdata:
-                view.dstdata.update(self._dst_frames[c_etype[2]])
+            self._fill(view)
             view.update_all(message_func, reduce_func)
             return view.dstdata[reduce_func.out_field]
+
+    def _fill(self, view) -> None:
+        """Give a relation view this graph's data of its source and destination types."""
+        src, _, dst = view.relation
+        view.srcdata.update(self._frames[src])
+        if view.dstdata is not view.srcdata:
+            view.dstdata.update(self._dst_frames[dst])
 
     def apply_edges(self, func, edges="__ALL__", etype=None) -> None:
         """``apply_edges`` on relation ``etype``, reading this graph's node data; results
         land in ``g.edges[etype].data``. Collective."""
         view = self._one_relation(etype)
-        src, _, dst = view.relation
         with view.local_scope():
-            view.srcdata.update(self._frames[src])
-            if view.dstdata is not view.srcdata:
-                view.dstdata.update(self._dst_frames[dst])
+            self._fill(view)
             before = dict(view.edata)
             view.apply_edges(func, edges)
             written = {k: v for k, v in view.edata.items() if before.get(k) is not v}

@@ -108,9 +108,8 @@ def _edge_rows(part_config, edge_feats: dict, rows: torch.Tensor, part: int) -> 
     return {name: value[rows] for name, value in edge_features.items()}
 
 
-def _check_world_size(part_config: str | os.PathLike) -> None:
+def _check_world_size(part_config: str | os.PathLike, num_parts: int) -> None:
     """Raise ``ValueError`` unless there is one process per partition."""
-    num_parts = read_part_config(part_config)["num_parts"]
     if world_size() != num_parts:
         raise ValueError(f"world size {world_size()} does not match the {num_parts} "
                          f"partitions of {part_config}: launch one worker per partition "
@@ -138,12 +137,12 @@ def load_partition_data(part_config: str | os.PathLike, rank: int | None = None,
     FileNotFoundError
         The config or a partition file is missing.
     """
-    hetero = is_heterogeneous(read_part_config(part_config))
+    meta = read_part_config(part_config)
     if rank is None:
-        _check_world_size(part_config)
+        _check_world_size(part_config, meta["num_parts"])
     graph, node_feats, edge_feats, book, graph_name, _, _ = load_partition(
         part_config, current_rank() if rank is None else rank)
-    build = hetero_partition_data if hetero else partition_data_from
+    build = hetero_partition_data if is_heterogeneous(meta) else partition_data_from
     data = build(graph, node_feats, edge_feats, book, graph_name, source=str(part_config))
     if device is None:
         return data

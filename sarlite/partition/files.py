@@ -216,27 +216,6 @@ def is_heterogeneous(meta: dict) -> bool:
         len(meta.get("etypes", {DEFAULT_ETYPE_STR: 0})) != 1
 
 
-def require_homogeneous(part_config: str | os.PathLike, what: str) -> dict:
-    """The partition JSON, unless it describes a heterogeneous graph, which ``what`` (the
-    caller's name) cannot take yet: then ``NotImplementedError`` naming the limit.
-
-    Raises
-    ------
-    NotImplementedError
-        The graph has several node or edge types.
-    FileNotFoundError, ValueError
-        As :func:`read_part_config`.
-    """
-    meta = read_part_config(part_config)
-    if is_heterogeneous(meta):
-        raise NotImplementedError(
-            f"{what}: partition config {part_config} describes a heterogeneous graph "
-            f"(node types {sorted(meta.get('ntypes', {}))}); {what} takes homogeneous "
-            f"graphs only so far. sarlite.load_partition and load_partition_book read "
-            f"heterogeneous partitions; to train, partition dgl.to_homogeneous(g) instead")
-    return meta
-
-
 def _check_part_id(part_config, meta: dict, part_id) -> None:
     num_parts = meta["num_parts"]
     if not isinstance(part_id, int) or not 0 <= part_id < num_parts:

@@ -100,10 +100,9 @@ def hetero_partition_data(graph: dgl.DGLGraph, node_feats: dict, edge_feats: dic
         shards = group_by_source(book.nid2partid(src[mine], c_etype[0]), src[mine],
                                  dst[mine], eids[mine], num_parts)
         relations[c_etype] = shards
-        first = book.partid2eids(part, c_etype)[:1]       # the relation's first owned id
-        edge_rows[c_etype] = torch.cat([s.eids for s in shards]) - \
-            (int(first) if len(first) else 0)
-    node_ranges = {ntype: _typewise_ranges(book, ntype) for ntype in book.ntypes}
+        first = int(_typewise(book.typed_edge_ranges(c_etype))[part, 0])
+        edge_rows[c_etype] = torch.cat([s.eids for s in shards]) - first
+    node_ranges = {t: _typewise(book.typed_node_ranges(t)) for t in book.ntypes}
     return HeteroPartitionData(
         rank=part, num_parts=num_parts, partition_book=book, node_ranges=node_ranges,
         relations=relations,
@@ -114,9 +113,11 @@ def hetero_partition_data(graph: dgl.DGLGraph, node_feats: dict, edge_feats: dic
         graph_name=graph_name, partition_graph=graph)
 
 
-def _typewise_ranges(book: RangePartitionBook, ntype: str) -> torch.Tensor:
-    sizes = torch.tensor([len(book.partid2nids(p, ntype))
-                          for p in range(book.num_partitions())])
+def _typewise(ranges: torch.Tensor) -> torch.Tensor:
+    """``(P, 2)`` ``[start, end)`` of a type's type-wise ids in each partition, from the
+    homogeneous ranges of that type (``RangePartitionBook.typed_node_ranges``): its runs
+    numbered one partition after the other."""
+    sizes = ranges[:, 1] - ranges[:, 0]
     ends = sizes.cumsum(0)
     return torch.stack([ends - sizes, ends], 1)
 

@@ -49,6 +49,12 @@ def _gather(value: float) -> list[float]:
     return comm.all_gather_object(value, "metrics")
 
 
+def _engine(cfg: Config) -> dict:
+    """The graph-construction keywords of the config's ``engine`` section."""
+    return dict(mode=cfg.engine.mode, pipeline_depth=cfg.engine.pipeline_depth,
+                max_collective_rows=cfg.engine.max_collective_rows)
+
+
 def _build_batch(cfg: Config, data: PartitionData) -> tuple[Batch, int, int]:
     """The full-graph batch of this rank's partition ``data`` (its feature tensors, not
     copies, where the dtypes already fit). Collective (graph construction).
@@ -72,8 +78,7 @@ def _build_batch(cfg: Config, data: PartitionData) -> tuple[Batch, int, int]:
     top = comm.all_reduce(torch.tensor([int(labels.max()) if labels.numel() else 0]), "max",
                           kind="num_classes")
     num_classes = int(top) + 1
-    engine = dict(mode=cfg.engine.mode, pipeline_depth=cfg.engine.pipeline_depth,
-                  max_collective_rows=cfg.engine.max_collective_rows)
+    engine = _engine(cfg)
     if cfg.model.label_only:
         seeds = torch.nonzero(masks["train"] | masks["val"] | masks["test"]).squeeze(1)
         mfgs = construct_mfgs(data, seeds, graphs_needed(cfg.model), **engine)
@@ -138,9 +143,7 @@ def _build_hetero_batch(cfg: Config, data: HeteroPartitionData) -> tuple[Batch, 
     labels = feats["label"][target].long()
     top = comm.all_reduce(torch.tensor([int(labels.max()) if labels.numel() else 0]), "max",
                           kind="num_classes")
-    g = construct_full_graph(data, mode=cfg.engine.mode,
-                             pipeline_depth=cfg.engine.pipeline_depth,
-                             max_collective_rows=cfg.engine.max_collective_rows)
+    g = construct_full_graph(data, **_engine(cfg))
     batch = Batch([g] * cfg.model.layers, x, labels,
                   {s: feats[f"{s}_mask"][target].bool() for s in SPLITS})
     return batch, target, int(top) + 1
