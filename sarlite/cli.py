@@ -24,15 +24,17 @@ def _add_dataset_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--data-dir", default=None,
                        help="directory holding real datasets: laid out like shared/data "
                             "(planetoid/, heterophilous/, npz/, musae/), OGB's own folders "
-                            "(ogbn_arxiv/, ogbn_products/, ogbn_papers100M/) or Reddit's "
-                            "files as DGL keeps them (see README, 'Real datasets')")
+                            "(ogbn_arxiv/, ogbn_products/, ogbn_papers100M/, ogbn_mag/) or "
+                            "Reddit's files as DGL keeps them (see README, 'Real datasets')")
     group.add_argument("--split", type=int, default=0,
                        help="which fixed split of a heterophilous dataset (0-9)")
     group.add_argument("--reverse-edges", action=argparse.BooleanOptionalAction,
                        default=None,
                        help="ogbn-arxiv / ogbn-papers100M (stored directed): add the reverse "
                             "of every edge (default, the literature's setting) or keep the "
-                            "stored directions (--no-reverse-edges)")
+                            "stored directions (--no-reverse-edges); ogbn-mag: add a reverse "
+                            "relation for each stored one (default: rev_writes, cited_by, "
+                            "...) or keep the 4 stored relations")
     group.add_argument("--num-nodes", type=int, default=10_000,
                        help="synthetic: number of nodes (default 10000)")
     group.add_argument("--avg-degree", type=float, default=10.0,
@@ -74,11 +76,8 @@ def _partition(args: argparse.Namespace) -> None:
     g = load_dataset_from_args(args)
     print(f"  {g.num_nodes()} nodes, {g.num_edges()} edges "
           f"({time.time() - start:.1f}s)", flush=True)
-    balance = None
-    if args.balance_train:
-        if "train_mask" not in g.ndata:
-            raise ValueError(f"--balance-train: dataset {args.dataset} has no train_mask")
-        balance = g.ndata["train_mask"].long()
+    balance = data.train_classes(g, f"--balance-train: dataset {args.dataset}") \
+        if args.balance_train else None
     print(f"partitioning into {args.num_parts} parts with {args.method} ...", flush=True)
     partition_graph(g, args.graph_name or args.dataset.lower(), args.num_parts, args.out,
                     part_method=args.method, balance_ntypes=balance,

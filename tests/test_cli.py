@@ -36,6 +36,13 @@ def test_cora_partitions_from_data_dir(tmp_path, data_dir, capsys):
     assert "cora (2708 nodes, 10556 edges, 3 parts, metis)" in capsys.readouterr().out
 
 
+def test_balance_train_on_a_heterograph_evens_its_labelled_types_training_nodes(tmp_path,
+                                                                                 capsys):
+    assert cli.main(["partition", "--dataset", "mag_like", "--num-nodes", "300",
+                     "--num-parts", "2", "--balance-train", "--out", str(tmp_path)]) == 0
+    assert "train 1.000" in capsys.readouterr().out
+
+
 def test_help_explains_the_partition_options():
     result = subprocess.run([sys.executable, "-m", "sarlite.cli", "partition", "--help"],
                             capture_output=True, text=True, timeout=120)

@@ -24,6 +24,16 @@ def _write(kind: str, root: Path) -> None:
     edges = np.random.default_rng(1).integers(0, 80, (400, 2))
     if kind == "ogbn-arxiv":
         layout.write_ogbn_csv(root / "ogbn_arxiv", edges, feat, label, splits, "time")
+    elif kind == "ogbn-mag":
+        sizes = {"author": 40, "field_of_study": 10, "institution": 6, "paper": 80}
+        rng = np.random.default_rng(2)
+        triplets = (("author", "affiliated_with", "institution"), ("author", "writes", "paper"),
+                    ("paper", "cites", "paper"), ("paper", "has_topic", "field_of_study"))
+        relations = {(s, r, d): np.stack([rng.integers(0, sizes[s], 120),
+                                          rng.integers(0, sizes[d], 120)], 1)
+                     for s, r, d in triplets}
+        layout.write_ogbn_mag(root / "ogbn_mag", sizes, relations, feat,
+                              np.arange(80) % 10 + 2010, label, splits)
     else:
         types = np.random.default_rng(2).integers(1, 4, 80)
         layout.write_reddit(root / "reddit_0a1b2c3d", feat, label, types, edges[:, 0],
@@ -31,7 +41,8 @@ def _write(kind: str, root: Path) -> None:
 
 
 @pytest.mark.parametrize("config,kind", [("ogbn_arxiv_gcn", "ogbn-arxiv"),
-                                         ("reddit_sage", "reddit")])
+                                         ("reddit_sage", "reddit"),
+                                         ("ogbn_mag_rgcn", "ogbn-mag")])
 def test_real_dataset_config_trains_with_one_command(tmp_path, config, kind):
     _write(kind, tmp_path / "data")
     result = subprocess.run(
@@ -44,3 +55,9 @@ def test_real_dataset_config_trains_with_one_command(tmp_path, config, kind):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["config"]["dataset"]["name"] == kind
     assert 0.0 <= summary["test_acc_at_best_val"] <= 1.0
+    if kind == "ogbn-mag":        # heterogeneous: R-GCN over the 4 relations and reverses
+        assert summary["config"]["model"]["type"] == "rgcn"
+        parts = json.loads((tmp_path / "parts" / "graph.json").read_text())
+        assert len(parts["etypes"]) == 8 and "paper:cited_by:paper" in parts["etypes"]
+        epochs = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+        assert len(epochs) == 2 and all(np.isfinite(json.loads(e)["loss"]) for e in epochs)

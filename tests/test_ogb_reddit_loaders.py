@@ -19,6 +19,7 @@ from sarlite import cli
 from sarlite.data import load_graph, read_ogbn_mag
 from sarlite.data.edges import graph_from_keys
 from sarlite.data.reading import npz_array
+from sarlite.data.synthetic_hetero import REVERSE
 
 N, F, C, E = 60, 6, 5, 400
 MASKS = ("train_mask", "val_mask", "test_mask")
@@ -224,11 +225,62 @@ def test_ogbn_mag_reads_as_a_heterograph_with_paper_features_labels_and_splits(r
     assert np.array_equal(np.flatnonzero(paper["train_mask"].numpy()), splits["train"])
 
 
+def _stored_simple(pairs: np.ndarray) -> np.ndarray:
+    """A relation's stored pairs without duplicates, sorted by (src, dst)."""
+    return np.unique(pairs, axis=0)
+
+
+def _pairs(g, etype) -> np.ndarray:
+    src, dst = g.edges(etype=etype)
+    return np.stack([src.numpy(), dst.numpy()], 1)
+
+
+def test_ogbn_mag_loads_for_training_with_a_reverse_relation_for_each_stored_one(root):
+    g = load_graph("ogbn-mag", root)
+    reverse = {(d, REVERSE[r], s): (s, r, d) for s, r, d in _MAG_RELATIONS}
+    assert ("paper", "cited_by", "paper") in reverse
+    assert sorted(g.canonical_etypes) == sorted([*_MAG_RELATIONS, *reverse])
+    assert {t: g.num_nodes(t) for t in g.ntypes} == _MAG_NODES and g.idtype == torch.int64
+    stored = _mag_edges()
+    assert any(len(_stored_simple(p)) < len(p) for p in stored.values())   # duplicates
+    for triplet in _MAG_RELATIONS:
+        assert np.array_equal(_pairs(g, triplet), _stored_simple(stored[triplet]))
+    cites = _pairs(g, ("paper", "cites", "paper"))
+    assert (cites[:, 0] == cites[:, 1]).any()       # self-citations stay, as in ToSimple
+    for triplet, forward in reverse.items():      # the same edges, ends swapped, in order
+        assert np.array_equal(_pairs(g, triplet), _pairs(g, forward)[:, ::-1])
+
+
+def test_ogbn_mag_paper_data_is_what_the_trainer_uses_plus_year(root):
+    g, raw = load_graph("ogbn-mag", root), read_ogbn_mag(root)
+    paper = g.nodes["paper"].data
+    assert set(paper) == {"feat", "year", "label", *MASKS}
+    assert paper["feat"].dtype == torch.float32 and paper["label"].dtype == torch.int64
+    assert all(paper[k].dtype == torch.bool for k in MASKS)
+    for key in paper:
+        assert torch.equal(paper[key], raw.nodes["paper"].data[key])
+    assert all(not g.nodes[t].data for t in g.ntypes if t != "paper")
+
+
+def test_ogbn_mag_reverse_edges_false_keeps_the_stored_relations_only(root):
+    g = load_graph("ogbn-mag", root, reverse_edges=False)
+    assert sorted(g.canonical_etypes) == sorted(_MAG_RELATIONS)
+    for triplet, pairs in _mag_edges().items():
+        assert np.array_equal(_pairs(g, triplet), _stored_simple(pairs))
+    assert sorted(load_graph("ogbn-mag", root, reverse_edges=True).canonical_etypes) == \
+        sorted(load_graph("ogbn-mag", root).canonical_etypes)
+
+
 # ------------------------------------------------------------------ refusals and errors
 
-def test_ogbn_mag_is_refused_by_load_graph_with_a_pointer_to_its_reader(root):
-    with pytest.raises(NotImplementedError, match="heterogeneous.*read_ogbn_mag"):
-        load_graph("ogbn-mag", root)
+def test_ogbn_mag_label_out_of_range_is_an_error_naming_the_file(root, tmp_path):
+    _copy(root, "ogbn_mag", tmp_path)
+    _, label, _ = _node_data()
+    layout.write_csv(tmp_path / "ogbn_mag" / "raw" / "node-label" / "paper" /
+                     "node-label.csv.gz", np.where(np.arange(N) == 3, 349, label))
+    with pytest.raises(ValueError, match=r"node-label\.csv\.gz: labels must lie in "
+                                         r"\[0, 349\)"):
+        load_graph("ogbn-mag", tmp_path)
 
 
 @pytest.mark.parametrize("name", ["ogbn-products", "reddit", "cora", "synthetic"])
@@ -315,7 +367,7 @@ def test_loading_never_prompts_or_touches_the_network(root, monkeypatch):
         raise AssertionError("the loader tried to prompt or connect")
     monkeypatch.setattr("builtins.input", refuse)
     monkeypatch.setattr("socket.socket.connect", refuse)
-    for name in ("ogbn-arxiv", "ogbn-products", "ogbn-papers100M", "reddit"):
+    for name in ("ogbn-arxiv", "ogbn-products", "ogbn-papers100M", "ogbn-mag", "reddit"):
         load_graph(name, root)
     read_ogbn_mag(root)
 

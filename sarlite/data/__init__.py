@@ -24,8 +24,11 @@ def load_graph(name: str, data_dir: str | os.PathLike | None = None, split: int 
     and the size keywords in ``sizes`` (``num_nodes``, ``avg_degree``, ``num_classes``,
     ``feat_dim``, ...); every other name is a real dataset read from ``data_dir``, with
     ``split`` (heterophilous sets), ``seed`` (random splits) and ``reverse_edges``
-    (``ogbn-arxiv`` / ``ogbn-papers100M``; see :func:`load_dataset`). Size keywords are
-    ignored for real datasets.
+    (``ogbn-arxiv`` / ``ogbn-papers100M``: reverse edges; ``ogbn-mag``: reverse relations;
+    see :func:`load_dataset`). Size keywords are ignored for real datasets. ``mag_like``
+    and ``ogbn-mag`` are heterographs with the same schema (4 relations and their
+    reverses), the others homogeneous; :func:`read_ogbn_mag` is ogbn-mag's raw reader
+    (stored relations and edges only).
 
     Raises
     ------
@@ -45,6 +48,23 @@ def load_graph(name: str, data_dir: str | os.PathLike | None = None, split: int 
     return load_dataset(key, data_dir, split=split, seed=seed, reverse_edges=reverse_edges)
 
 
+def train_classes(g: dgl.DGLGraph, name: str = "the graph"):
+    """The training mask as classes for the partitioner to balance (``balance_ntypes``):
+    a tensor, or ``{ntype: tensor}`` for the types of a heterograph that have one.
+
+    Raises
+    ------
+    ValueError
+        No node (of any type) has a ``train_mask``.
+    """
+    mask = g.ndata["train_mask"] if "train_mask" in g.ndata else {}
+    if isinstance(mask, dict):
+        if not mask:
+            raise ValueError(f"{name} has no train_mask to balance")
+        return {t: m.long() for t, m in mask.items()}
+    return mask.long()
+
+
 __all__ = ["DATASETS", "REAL_DATASETS", "SYNTHETIC_DATASETS", "homophilous_graph",
            "load_dataset", "load_graph", "mag_like_graph", "powerlaw_graph",
-           "read_ogbn_mag"]
+           "read_ogbn_mag", "train_classes"]

@@ -10,14 +10,15 @@ shared data folder::
     <data_dir>/musae/facebook/facebook_{edges,target}.csv, facebook.json
     <data_dir>/musae/DE/DE_{edges,target}.csv, DE.json          (name ``twitch_de``)
     <data_dir>/ogbn_arxiv/, ogbn_products/, ogbn_papers100M/     (OGB's layout, see
-                                                                 sarlite.data.ogb)
+    <data_dir>/ogbn_mag/                                         sarlite.data.ogb)
     <data_dir>/reddit_data.npz, reddit_graph.npz (or reddit/, or DGL's reddit_<hash>/)
 
-Every loader returns a homogeneous ``dgl.DGLGraph`` with int64 ids. Self-loops and
-duplicate edges are dropped and the edges are sorted by ``(src, dst)``; undirected datasets
-carry both directions of each edge, the ``*_directed`` heterophilous variants keep the
-stored directions only, and ``ogbn-arxiv`` / ``ogbn-papers100M`` get reverse edges
-unless ``reverse_edges=False``. ``ndata`` holds (``N`` nodes, ``F`` features):
+Every loader but ``ogbn-mag``'s returns a homogeneous ``dgl.DGLGraph`` with int64 ids.
+Self-loops and duplicate edges are dropped and the edges are sorted by ``(src, dst)``;
+undirected datasets carry both directions of each edge, the ``*_directed`` heterophilous
+variants keep the stored directions only, and ``ogbn-arxiv`` / ``ogbn-papers100M`` get
+reverse edges unless ``reverse_edges=False``. ``ndata`` holds (``N`` nodes, ``F``
+features):
 
 ==============  =================  ============================================
 key             shape / dtype      meaning
@@ -28,6 +29,12 @@ key             shape / dtype      meaning
 ``val_mask``    ``(N,)`` bool      validation nodes
 ``test_mask``   ``(N,)`` bool      test nodes
 ==============  =================  ============================================
+
+``ogbn-mag`` is a ``dgl.heterograph`` instead (node types ``author``, ``field_of_study``,
+``institution``, ``paper``) with these five fields and ``year`` on ``paper`` only, each
+relation's duplicate edges dropped, and a reverse relation for each stored one
+(``rev_writes``, ``cited_by``, ...) unless ``reverse_edges=False``; see
+:func:`sarlite.data.ogb.load_ogbn_mag`.
 
 Errors: an unknown name raises ``ValueError``; a missing ``data_dir`` or dataset file raises
 ``FileNotFoundError`` naming the path (and, for OGB and Reddit, the layout expected); a file
@@ -51,7 +58,7 @@ import scipy.sparse as sp
 import torch
 
 from .edges import simple_graph
-from .ogb import MAG, OGBN, load_ogbn, refuse_reverse_edges
+from .ogb import MAG, OGBN, load_ogbn, load_ogbn_mag, refuse_reverse_edges
 from .reading import check, check_edges, finish, mask, read_npz, reading
 from .reddit import load_reddit
 
@@ -279,7 +286,8 @@ def load_dataset(name: str, data_dir: str | os.PathLike, split: int = 0,
     ----------
     name:
         Dataset name, e.g. ``"cora"``, ``"tolokers"``, ``"chameleon_directed"``,
-        ``"twitch_de"``, ``"ogbn-arxiv"``, ``"ogbn-papers100M"``, ``"reddit"``.
+        ``"twitch_de"``, ``"ogbn-arxiv"``, ``"ogbn-papers100M"``, ``"ogbn-mag"``,
+        ``"reddit"``.
     data_dir:
         Root of the data folder (``planetoid/``, ``heterophilous/``, ``npz/``, ``musae/``,
         OGB's ``ogbn_<name>/`` folders, Reddit's files; see :mod:`sarlite.data.ogb` and
@@ -291,16 +299,18 @@ def load_dataset(name: str, data_dir: str | os.PathLike, split: int = 0,
         Seed of the random split of ``cora_ml``, ``facebook`` and ``twitch_de`` (20 training
         nodes per class, 500 validation, the rest test); other datasets ignore it.
     reverse_edges:
-        Only for the datasets stored directed, ``ogbn-arxiv`` and ``ogbn-papers100M``:
-        ``None`` or ``True`` (the literature's setting) adds the reverse of every edge and
-        merges duplicates; ``False`` keeps the stored directions. Any other dataset
-        refuses a value other than ``None``.
+        Only for the datasets stored directed, ``ogbn-arxiv``, ``ogbn-papers100M`` and
+        ``ogbn-mag``: ``None`` or ``True`` (the literature's setting) adds the reverse of
+        every edge and merges duplicates (``ogbn-mag``: adds a reverse relation for each
+        stored relation, ``rev_writes``, ``cited_by``, ...); ``False`` keeps the stored
+        directions (relations). Any other dataset refuses a value other than ``None``.
 
     Returns
     -------
     dgl.DGLGraph
         ``N`` nodes with ``ndata`` ``feat`` (N, F) float32, ``label`` (N,) int64 and
         ``train_mask`` / ``val_mask`` / ``test_mask`` (N,) bool (see the module docstring).
+        For ``ogbn-mag`` a heterograph with these fields (and ``year``) on ``paper``.
 
     Raises
     ------
@@ -309,22 +319,17 @@ def load_dataset(name: str, data_dir: str | os.PathLike, split: int = 0,
         it does not apply to, or a malformed file.
     FileNotFoundError
         ``data_dir`` or a needed file does not exist; the message names the layout.
-    NotImplementedError
-        ``ogbn-mag``: it is heterogeneous (read it with :func:`sarlite.data.read_ogbn_mag`).
     """
     key = str(name).lower()
     if key not in REAL_DATASETS:
         raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(REAL_DATASETS)}")
-    if key in _HETEROGENEOUS:
-        raise NotImplementedError(
-            f"{_HETEROGENEOUS[key].name} is heterogeneous (papers, authors, institutions, "
-            f"fields of study); sarlite's partitioner and trainer take homogeneous graphs "
-            f"so far. Read it as a dgl.heterograph with sarlite.data.read_ogbn_mag(data_dir)")
     root = Path(data_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"data directory not found: {root}")
     if key in OGBN:
         return load_ogbn(root, key, reverse_edges)
+    if key in _HETEROGENEOUS:
+        return load_ogbn_mag(root, reverse_edges)
     if reverse_edges is not None:
         refuse_reverse_edges(name)
     return _LOADERS[key](root, key, split, seed)

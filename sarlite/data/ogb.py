@@ -20,6 +20,10 @@ as is ``data_dir`` being the dataset folder itself)::
     ogbn_mag/raw/nodetype-has-label.csv.gz, raw/node-label/paper/node-label.csv.gz,
     ogbn_mag/split/time/nodetype-has-split.csv.gz, split/time/paper/{train,valid,test}.csv.gz
 
+``ogbn-mag`` is heterogeneous: :func:`read_ogbn_mag` returns its files as they are, and
+:func:`load_ogbn_mag` (what ``load_dataset("ogbn-mag", ...)`` and the trainer use) the
+graph to train on, with a reverse relation for each stored one.
+
 Memory: ``csv.gz`` files are parsed a million rows at a time into preallocated arrays,
 edges go straight into one packed key array (:class:`~sarlite.data.edges.EdgeKeys`), and
 uncompressed ``.npz`` members are memory-mapped. So an edge list is held at most twice and
@@ -39,6 +43,7 @@ import torch
 from .edges import EdgeKeys
 from .reading import (check, csv_array, csv_chunks, csv_ids, finish, mask, npz_array,
                       reading)
+from .synthetic_hetero import REVERSE
 
 log = logging.getLogger("sarlite.data")
 
@@ -135,8 +140,8 @@ def _csv_edges(path: Path, keys: EdgeKeys, layout: str) -> None:
 def refuse_reverse_edges(name: str) -> None:
     """The one error for ``reverse_edges`` given to a dataset it does not apply to."""
     raise ValueError(f"reverse_edges applies to datasets stored directed (ogbn-arxiv, "
-                     f"ogbn-papers100M), not to {name!r}: the others are read in the one "
-                     f"form they have")
+                     f"ogbn-papers100M, ogbn-mag), not to {name!r}: the others are read "
+                     f"in the one form they have")
 
 
 def _symmetric(spec: OgbnSpec, reverse_edges: bool | None) -> bool:
@@ -230,6 +235,14 @@ def _read_binary(raw: Path, symmetric: bool, layout: str):
 
 # ------------------------------------------------------------------ ogbn-mag
 
+_MAG_LAYOUT = (f"{MAG.folder}/{{RELEASE_v{MAG.version}.txt, raw/num-node-dict.csv.gz, "
+               f"raw/triplet-type-list.csv.gz, raw/relations/<src>___<rel>___<dst>/"
+               f"{{edge,num-edge-list}}.csv.gz, raw/node-feat/<type>/node-feat.csv.gz, "
+               f"raw/nodetype-has-label.csv.gz, raw/node-label/<type>/node-label.csv.gz, "
+               f"split/time/nodetype-has-split.csv.gz, split/time/<type>/"
+               f"{{train,valid,test}}.csv.gz}}, as OGB keeps it")
+
+
 def read_ogbn_mag(data_dir) -> dgl.DGLGraph:
     """ogbn-mag as a ``dgl.heterograph``, read from OGB's folder ``ogbn_mag`` (release 2).
 
@@ -238,20 +251,16 @@ def read_ogbn_mag(data_dir) -> dgl.DGLGraph:
     relation). ``paper`` carries ``feat`` (float32), ``year``, ``label`` (int64) and
     ``train_mask`` / ``val_mask`` / ``test_mask`` from ``split/time/paper/``.
 
-    sarlite's partitioner and trainer take homogeneous graphs so far, so ``--dataset
-    ogbn-mag`` is refused there; this reader is for use with DGL directly.
+    This is the raw reader: edges in the files' order, duplicates kept, no reverse
+    relation. :func:`load_ogbn_mag` (``load_dataset("ogbn-mag", ...)``, ``--dataset
+    ogbn-mag``) builds the graph to train on from it.
     """
     spec = MAG
     root = Path(data_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"data directory not found: {root}")
     folder = dataset_dir(root, spec)
-    layout = (f"{spec.folder}/{{RELEASE_v2.txt, raw/num-node-dict.csv.gz, "
-              f"raw/triplet-type-list.csv.gz, raw/relations/<src>___<rel>___<dst>/"
-              f"{{edge,num-edge-list}}.csv.gz, raw/node-feat/<type>/node-feat.csv.gz, "
-              f"raw/nodetype-has-label.csv.gz, raw/node-label/<type>/node-label.csv.gz, "
-              f"split/time/nodetype-has-split.csv.gz, split/time/<type>/"
-              f"{{train,valid,test}}.csv.gz}}, as OGB keeps it")
+    layout = _MAG_LAYOUT
     raw = folder / "raw"
     split_dir = _split_dir(folder, spec)
     num_nodes = {k: int(v) for k, v in _header_row(raw / "num-node-dict.csv.gz", layout).items()}
@@ -288,6 +297,55 @@ def read_ogbn_mag(data_dir) -> dgl.DGLGraph:
     return g
 
 
+def load_ogbn_mag(root: Path, reverse_edges: bool | None = None) -> dgl.DGLGraph:
+    """ogbn-mag as the heterograph to train on, built from :func:`read_ogbn_mag`.
+
+    Edges: within each relation duplicates are dropped and the edges sorted by
+    ``(src, dst)`` (DGL's ``ToSimple``, as SAR's and DGL's R-GCN examples do before
+    training; a paper citing itself is kept, as there). OGB stores each relation in one
+    direction (``author-writes-paper``, ``paper-cites-paper``, ...), so papers would hear
+    nothing from their fields of study. By default (``reverse_edges=None`` or ``True``)
+    each relation ``(src, rel, dst)`` gets a reverse relation ``(dst, REVERSE[rel], src)``
+    named as in :mod:`sarlite.data.synthetic_hetero` (``rev_writes``, ``cited_by``,
+    ``rev_has_topic``, ``rev_affiliated_with``; ``rev_<rel>`` for a relation not listed
+    there) holding the same edges with their ends swapped, in the same order; citations
+    and their reverses stay two relations with a weight each. ``reverse_edges=False``
+    keeps the stored relations only.
+
+    Node data as :func:`read_ogbn_mag` reads it: ``paper`` carries ``feat`` (float32),
+    ``year`` (int64, unused by the trainer), ``label`` (int64, in ``[0, 349)``) and the
+    ``train_mask`` / ``val_mask`` / ``test_mask`` of ``split/time/paper/`` (bool); the
+    other types carry nothing (a model learns an embedding for them).
+    """
+    symmetric = _symmetric(MAG, reverse_edges)
+    raw = read_ogbn_mag(root)
+    edges = {}
+    for src_type, rel, dst_type in raw.canonical_etypes:
+        src, dst = _simple(*raw.edges(etype=(src_type, rel, dst_type)),
+                           raw.num_nodes(dst_type))
+        edges[(src_type, rel, dst_type)] = (src, dst)
+        if symmetric:
+            edges[(dst_type, REVERSE.get(rel, f"rev_{rel}"), src_type)] = (dst, src)
+    g = dgl.heterograph(edges, num_nodes_dict={t: raw.num_nodes(t) for t in raw.ntypes})
+    for ntype in raw.ntypes:
+        g.nodes[ntype].data.update(raw.nodes[ntype].data)
+        label = g.nodes[ntype].data.get("label")
+        if label is not None:
+            path = dataset_dir(Path(root), MAG) / "raw" / "node-label" / ntype
+            with reading(path / "node-label.csv.gz", _MAG_LAYOUT):
+                check(label.numel() == 0 or (int(label.min()) >= 0 and
+                                             int(label.max()) < MAG.num_classes),
+                      f"labels must lie in [0, {MAG.num_classes})")
+    return g
+
+
+def _simple(src: torch.Tensor, dst: torch.Tensor,
+            num_dst: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The distinct ``(src, dst)`` pairs, sorted by ``(src, dst)``."""
+    keys = np.unique(src.numpy() * np.int64(num_dst) + dst.numpy())
+    return torch.from_numpy(keys // num_dst), torch.from_numpy(keys % num_dst)
+
+
 def _true(value) -> bool:
     return str(value).strip().lower() in ("true", "1")
 
@@ -311,5 +369,5 @@ def _triplets(path: Path, num_nodes: dict[str, int], layout: str) -> list[tuple[
     return triplets
 
 
-__all__ = ["MAG", "OGBN", "OgbnSpec", "dataset_dir", "load_ogbn", "read_ogbn_mag",
-           "refuse_reverse_edges"]
+__all__ = ["MAG", "OGBN", "OgbnSpec", "dataset_dir", "load_ogbn", "load_ogbn_mag",
+           "read_ogbn_mag", "refuse_reverse_edges"]

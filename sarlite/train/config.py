@@ -31,8 +31,9 @@ class DatasetConfig(_Section):
                                     "folders or Reddit's files (required for real datasets)")
     split: int = Field(0, ge=0, le=9, description="fixed split of a heterophilous dataset")
     reverse_edges: Optional[bool] = Field(
-        None, description="ogbn-arxiv / ogbn-papers100M: add reverse edges (null or true, "
-        "the literature's setting) or keep the stored directions (false)")
+        None, description="ogbn-arxiv / ogbn-papers100M: add reverse edges; ogbn-mag: add "
+        "a reverse relation for each stored one (null or true, the literature's setting), "
+        "or keep the stored directions (false)")
     num_nodes: int = Field(10_000, ge=2, description="synthetic: number of nodes")
     avg_degree: float = Field(10.0, gt=0, description="synthetic: average in-degree")
     num_classes: int = Field(8, ge=2, description="synthetic: number of classes")

@@ -19,7 +19,7 @@ import dgl
 
 from .. import comm
 from ..comm import health
-from ..data import load_graph
+from ..data import load_graph, train_classes
 from ..partition import partition_graph, read_part_config
 from ..partition.files import atomic_write, write_json
 from .config import Config, ConfigError
@@ -79,13 +79,6 @@ def dataset_graph(cfg: Config):
     if ds.self_loops:
         g = dgl.add_self_loop(dgl.remove_self_loop(g))
     return g
-
-
-def _train_classes(g):
-    """The train mask as classes to balance: a tensor, or ``{ntype: tensor}`` for the
-    types of a heterograph that have one."""
-    mask = g.ndata["train_mask"]
-    return {t: m.long() for t, m in mask.items()} if isinstance(mask, dict) else mask.long()
 
 
 def _part_files(config: Path, meta: dict, part: int) -> list[str]:
@@ -152,7 +145,8 @@ def _make(cfg: Config, num_parts: int) -> tuple[dict, list]:
     part = cfg.partition
     (out / STAMP).unlink(missing_ok=True)
     partition_graph(g, GRAPH_NAME, num_parts, out, part_method=part.method,
-                    balance_ntypes=_train_classes(g) if part.balance_train else None,
+                    balance_ntypes=train_classes(g, f"dataset {cfg.dataset.name!r}")
+                    if part.balance_train else None,
                     balance_edges=part.balance_edges, objtype=part.objective,
                     seed=cfg.dataset.seed, metis_max_edges=part.metis_max_edges)
     stamp = {"key": partition_key(cfg), "num_parts": num_parts, "id": uuid.uuid4().hex}
