@@ -1,13 +1,16 @@
 """Saving DistTensors so that any number of ranks can load them.
 
 A checkpoint directory holds, per tensor, one file per saving rank with that rank's rows
-(``tensor<i>.part<r>.pt``, rows ``[start, end)`` of the global order) and one
-``tensors.json`` naming each tensor's shape, dtype and the id range of every file.
-Together the files are the tensor in global id order, so a loading rank reads only the
-files that overlap the ids it owns, whatever the number of ranks was when it was saved.
-Re-sharding keeps global ids. Loading into tensors of a different partitioning of the
-same graph (whose reshuffled ids differ) would put rows on the wrong ids; only the shapes
-and dtypes are checked.
+(``tensor<i>.part<r>.pt``, rows ``[start, end)`` of the policy's id order) and one
+``tensors.json`` naming each tensor's shape, dtype, partition policy and the id range of
+every file. The ids are those of the tensor's partition policy: homogeneous ids for
+``"node~_N"`` and the homogeneous edge type, type-wise ids for a policy of one node or
+edge type (:attr:`~sarlite.partition.PartitionPolicy.ranges`). Together the files are
+the tensor in that id order, so a loading rank reads only the files that overlap the ids
+it owns, whatever the number of ranks was when it was saved. Re-sharding keeps the ids.
+Loading into tensors of a different partitioning of the same graph (whose reshuffled ids
+differ) would put rows on the wrong ids; only the shapes, dtypes and policy strings are
+checked.
 """
 from __future__ import annotations
 
@@ -22,7 +25,6 @@ from ..comm import rank, world_size
 from ..partition.files import atomic_write, write_json
 from .dist_tensor import DistTensor
 from .protocol import agree
-from .routing import policy_ranges
 
 INDEX = "tensors.json"
 
@@ -56,7 +58,8 @@ def save_dist_tensors(path: str | os.PathLike, tensors: Mapping[str, DistTensor]
         index = {"world_size": world_size(), "meta": meta or {},
                  "tensors": {key: {"file": f"tensor{i}", "shape": list(t.shape),
                                    "dtype": str(t.dtype),
-                                   "ranges": policy_ranges(t.part_policy).tolist()}
+                                   "policy": t.part_policy.policy_str,
+                                   "ranges": t.part_policy.ranges.tolist()}
                              for i, (key, t) in enumerate(tensors.items())}}
         try:
             write_json(path / INDEX, index)
@@ -79,7 +82,7 @@ def load_dist_tensors(path: str | os.PathLike, tensors: Mapping[str, DistTensor]
     FileNotFoundError
         The index or a needed file is missing.
     ValueError
-        A key is missing, or a shape, dtype or ``meta`` item differs.
+        A key is missing, or a shape, dtype, partition policy or ``meta`` item differs.
     CollectiveError
         Another rank failed.
     """
@@ -113,7 +116,12 @@ def _read_rows(path: Path, saved: dict, key: str, tensor: DistTensor) -> torch.T
         raise ValueError(f"checkpoint {path} has {key!r} with shape {tuple(entry['shape'])} "
                          f"and dtype {entry['dtype']}, but the tensor has shape "
                          f"{tensor.shape} and dtype {tensor.dtype}")
-    lo, hi = policy_ranges(tensor.part_policy)[tensor.part_policy.part_id].tolist()
+    policy = tensor.part_policy.policy_str
+    if entry.get("policy", policy) != policy:   # checkpoints before policies were saved
+        raise ValueError(f"checkpoint {path} has {key!r} with partition policy "
+                         f"{entry['policy']!r} (rows in its id order), but the tensor's is "
+                         f"{policy!r}")
+    lo, hi = tensor.part_policy.ranges[tensor.part_policy.part_id].tolist()
     rows = torch.empty_like(tensor.local_partition)
     for part, (start, end) in enumerate(entry["ranges"]):
         first, last = max(start, lo), min(end, hi)

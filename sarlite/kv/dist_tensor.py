@@ -12,6 +12,10 @@ class DistTensor:
     """A tensor whose rows are sharded over the ranks by a node or edge partition policy.
 
     Rank ``r`` stores the rows of the ids that partition ``r`` owns (a contiguous range).
+    The ids are those of the policy: homogeneous node (edge) ids for ``"node~_N"`` (the
+    homogeneous edge type), the *type-wise* ids of the type for the policy of one node or
+    edge type of a heterogeneous graph (``NodePartitionPolicy(book, "author")``: ids
+    ``0 .. number of authors - 1``, owned by the partition that owns that author).
     ``t[ids]`` pulls rows by global id and ``t[ids] = v`` pushes them; ``t.scatter_add(ids,
     v)`` adds to them. There are no servers. Writes are **collectives** that every rank
     calls in the same order, possibly with empty ids; they block until every rank has
@@ -30,7 +34,8 @@ class DistTensor:
     Parameters
     ----------
     shape:
-        Global shape; ``shape[0]`` is the number of nodes or edges of the policy.
+        Global shape; ``shape[0]`` is the number of ids of the policy (the number of
+        nodes or edges of its type).
     dtype:
         A torch dtype.
     name:
@@ -41,14 +46,17 @@ class DistTensor:
     init_func:
         Fills this rank's rows: ``init_func(shape, dtype)`` as in DGL, where ``shape`` is
         the local shard's shape ``(rows owned here, *shape[1:])``, or ``init_func(shape,
-        dtype, ids)``, which also receives the ``(rows owned here,)`` global ids of those
-        rows (handy for values that must not depend on the number of ranks). It must
-        return a tensor of exactly that shape and dtype. Default: zeros.
+        dtype, ids)``, which also receives the ``(rows owned here,)`` ids of those rows,
+        ascending, in the policy's id space (type-wise for a type's policy; handy for
+        values that must not depend on the number of ranks). It must return a tensor of
+        exactly that shape and dtype. Default: zeros.
     part_policy:
         A :class:`~sarlite.partition.NodePartitionPolicy` or
         :class:`~sarlite.partition.EdgePartitionPolicy`. Default: the policy of the
-        default store whose id count equals ``shape[0]``; it is an error when both the
-        node and the edge count match or neither does.
+        default store whose id count equals ``shape[0]`` (one per node type and one per
+        canonical edge type, see :meth:`KVStore.find_policy
+        <sarlite.kv.KVStore.find_policy>`); it is an error when several match (e.g. as
+        many nodes as edges) or none does.
     persistent:
         Keep the data in the store when this object is garbage-collected (otherwise the
         object that created the tensor deletes it then). Anonymous tensors cannot be

@@ -21,7 +21,8 @@ class DistEmbedding:
     the records pile up.
 
     Parameters are those of DGL: ``num_embeddings`` must be the number of nodes or edges
-    of the policy, ``name`` names the underlying :class:`DistTensor` (``None``:
+    of the policy (of its type, for the policy of one type of a heterogeneous graph,
+    whose rows are then looked up by type-wise id), ``name`` names the underlying :class:`DistTensor` (``None``:
     anonymous), ``init_func`` fills the rows as for :class:`DistTensor` (default zeros),
     ``part_policy`` defaults to the one inferred from ``num_embeddings`` (DGL 2.1's
     parameters, in its order). Creating one is collective: every rank calls it, with the

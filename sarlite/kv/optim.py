@@ -101,9 +101,10 @@ class SparseOptimizer(ABC):
         """Save the state and hyper-parameters to the directory ``f`` (DGL's name for the
         argument; DGL writes one file per rank, sarlite one directory for all ranks).
 
-        Collective. The state is stored in global id order
-        (:func:`~sarlite.kv.checkpoint.save_dist_tensors`), so :meth:`load` works with any
-        number of ranks, as long as the embeddings keep their global ids.
+        Collective. The state is stored in the id order of each embedding's policy
+        (type-wise for an embedding of one node or edge type;
+        :func:`~sarlite.kv.checkpoint.save_dist_tensors`), so :meth:`load` works with any
+        number of ranks, as long as the embeddings keep their ids.
         """
         save_dist_tensors(f, self._state_tensors(),
                           {"optimizer": type(self).__name__, "hyper": self._hyper})

@@ -43,12 +43,6 @@ def checked_ids(ids, size: int, what: str) -> torch.Tensor:
     return ids
 
 
-def policy_ranges(policy: Policy) -> torch.Tensor:
-    """``(P, 2)`` int64 ``[start, end)`` of the ids each partition owns under ``policy``."""
-    book = policy.partition_book
-    return book.node_ranges if policy.kind == "node" else book.edge_ranges
-
-
 def _as_bytes(rows: torch.Tensor) -> torch.Tensor:
     """``(n, *row_shape)`` rows as an ``(n, row_bytes)`` uint8 view (a copy if needed)."""
     return rows.reshape(rows.shape[0], math.prod(rows.shape[1:])).contiguous() \

@@ -33,8 +33,8 @@ from ..comm import barrier, rank, world_size
 from ..partition import EdgePartitionPolicy, NodePartitionPolicy, RangePartitionBook
 from .one_sided import OneSidedReader, name_code
 from .protocol import KVCall, agree, validated
-from .routing import (Policy, checked_ids, last_occurrence, policy_ranges, pull_rows,
-                      push_rows, sum_duplicates)
+from .routing import (Policy, checked_ids, last_occurrence, pull_rows, push_rows,
+                      sum_duplicates)
 
 InitFunc = Callable[..., torch.Tensor]
 
@@ -59,8 +59,9 @@ def _check_shape(shape, dtype) -> tuple[int, ...]:
 
 
 def _shard_ids(policy: Policy) -> torch.Tensor:
-    """Global ids of the rows this rank owns under ``policy``, ascending."""
-    start, end = policy_ranges(policy)[policy.part_id].tolist()
+    """Ids of the rows this rank owns under ``policy``, ascending: homogeneous ids for the
+    homogeneous types, type-wise ids for a real type."""
+    start, end = policy.ranges[policy.part_id].tolist()
     return torch.arange(start, end, dtype=torch.int64)
 
 
@@ -97,9 +98,12 @@ class KVStore:
     ----------
     partition_book:
         The :class:`~sarlite.partition.RangePartitionBook` of this rank (partition ``r``
-        on rank ``r``, as many partitions as ranks). It gives the store a node policy
-        (``"node~_N"``) and an edge policy (``"edge~_N:_E:_N"``); tensors may also use
-        other policies over books with the same number of partitions.
+        on rank ``r``, as many partitions as ranks). It gives the store, as DGL's
+        ``all_possible_part_policy``, one node policy per node type and one edge policy
+        per canonical edge type: ``"node~_N"`` and ``"edge~_N:_E:_N"`` for a homogeneous
+        graph; ``"node~<ntype>"`` and ``"edge~<src:rel:dst>"`` (type-wise ids) for a
+        heterogeneous one. Tensors may also use other policies over books with the same
+        number of partitions.
     one_sided_reads:
         Keyword-only. ``False`` (default, sarlite's own code): :meth:`pull` is a
         collective like everything else. ``True`` (what the DGL facade's ``DistGraph``
@@ -127,8 +131,8 @@ class KVStore:
     Raises
     ------
     ValueError
-        The book does not have one partition per rank, or the ranks' books (or
-        ``one_sided_reads``) differ.
+        The book does not have one partition per rank, or the ranks' books (their node and
+        edge types, the ranges of each type, or ``one_sided_reads``) differ.
     """
 
     def __init__(self, partition_book: RangePartitionBook, *, one_sided_reads: bool = False,
@@ -136,13 +140,13 @@ class KVStore:
         error = None
         try:
             _check_book(partition_book)
-            record = (partition_book.node_ranges.tolist(), partition_book.edge_ranges.tolist(),
-                      bool(one_sided_reads))
+            record = (_layout(partition_book), bool(one_sided_reads))
         except (TypeError, ValueError) as err:
             error, record = err, None
         agree("creating a KVStore", record, error)
         self._book = partition_book
-        policies = (NodePartitionPolicy(partition_book), EdgePartitionPolicy(partition_book))
+        policies = [NodePartitionPolicy(partition_book, t) for t in partition_book.ntypes] + \
+            [EdgePartitionPolicy(partition_book, c) for c in partition_book.canonical_etypes]
         self._policies = {p.policy_str: p for p in policies}
         self._shards: dict[str, torch.Tensor] = {}
         self._meta: dict[str, tuple[torch.dtype, tuple[int, ...], Policy]] = {}
@@ -190,26 +194,41 @@ class KVStore:
 
     @property
     def all_possible_part_policy(self) -> dict[str, Policy]:
-        """``{policy_str: policy}`` of the store's node and edge policies."""
+        """``{policy_str: policy}`` of the store's policies: one per node type, then one
+        per canonical edge type, in type-id order (see the ``partition_book`` parameter).
+        Local."""
         return dict(self._policies)
 
     def find_policy(self, num_rows: int) -> Policy:
-        """The node or edge policy whose id space has ``num_rows`` ids.
+        """The one policy of :attr:`all_possible_part_policy` whose id space has
+        ``num_rows`` ids (the number of nodes or edges of its type). Local.
 
         Raises
         ------
         ValueError
-            Both match (as many nodes as edges) or neither does.
+            Several policies match (as many nodes as edges, or two types of one size:
+            the message lists them) or none does.
         """
-        matches = [p for p in self._policies.values() if p.get_size() == num_rows]
-        if len(matches) > 1:
+        policies = self._policies.values()
+        matches = [p for p in policies if p.get_size() == num_rows]
+        homogeneous = self._book._default_types
+        if len(matches) > 1 and homogeneous:
             raise ValueError(f"shape[0] = {num_rows} is both the number of nodes and the "
                              f"number of edges, so the partition policy is ambiguous; pass "
                              f"part_policy explicitly")
-        if not matches:
-            sizes = " nor ".join(f"{p.get_size()} ({p.kind}s)" for p in self._policies.values())
+        if len(matches) > 1:
+            raise ValueError(f"shape[0] = {num_rows} is the size of each of the partition "
+                             f"policies {[p.policy_str for p in matches]}, so the partition "
+                             f"policy is ambiguous; pass part_policy explicitly (e.g. "
+                             f"NodePartitionPolicy(book, ntype))")
+        if not matches and homogeneous:
+            sizes = " nor ".join(f"{p.get_size()} ({p.kind}s)" for p in policies)
             raise ValueError(f"shape[0] = {num_rows} matches neither {sizes} of the partition "
                              f"book; pass part_policy or fix the shape")
+        if not matches:
+            sizes = ", ".join(f"{p.policy_str}: {p.get_size()}" for p in policies)
+            raise ValueError(f"shape[0] = {num_rows} is the size of none of the partition "
+                             f"policies ({sizes}); pass part_policy or fix the shape")
         return matches[0]
 
     def __contains__(self, name: str) -> bool:
@@ -501,11 +520,21 @@ def _check_rows(rows, num_ids: int, shard: torch.Tensor, name: str) -> None:
 _default: KVStore | None = None
 
 
+def _layout(book: RangePartitionBook) -> tuple:
+    """What makes a partitioning, as plain lists: the node types and canonical edge types
+    in type-id order, and the homogeneous ranges of each type in each partition (which
+    give the homogeneous and the type-wise ranges). Local."""
+    return (book.num_partitions(), book.ntypes, book.canonical_etypes,
+            [book.typed_node_ranges(t).tolist() for t in book.ntypes],
+            [book.typed_edge_ranges(c).tolist() for c in book.canonical_etypes])
+
+
 def same_partitioning(a: RangePartitionBook, b: RangePartitionBook) -> bool:
-    """Whether two partition books describe the same partitioning for the same partition
-    (number of partitions, this partition, node and edge ranges). Local."""
-    return (a.num_partitions(), a.partid) == (b.num_partitions(), b.partid) and \
-        torch.equal(a.node_ranges, b.node_ranges) and torch.equal(a.edge_ranges, b.edge_ranges)
+    """Whether two partition books describe the same partitioning for the same partition:
+    number of partitions, this partition, node and edge types (names and type ids) and
+    the ranges of every type. Two books with equal homogeneous ranges but other types
+    differ. Local."""
+    return a.partid == b.partid and _layout(a) == _layout(b)
 
 
 def init_kvstore(partition_book: RangePartitionBook, *, one_sided_reads: bool = False,

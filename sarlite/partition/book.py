@@ -196,6 +196,15 @@ def _read_map(what: str, id_map, names: list, num_parts: int, key) -> torch.Tens
     return ranges
 
 
+def _typewise(ranges: torch.Tensor) -> torch.Tensor:
+    """``(P, 2)`` ``[start, end)`` of a type's type-wise ids in each partition, from the
+    homogeneous ranges of that type (``RangePartitionBook.typed_node_ranges``): its runs
+    numbered one partition after the other."""
+    sizes = ranges[:, 1] - ranges[:, 0]
+    ends = sizes.cumsum(0)
+    return torch.stack([ends - sizes, ends], 1)
+
+
 class _IdSpace:
     """Id lookups for the nodes (or the edges) of a range-partitioned graph.
 
@@ -219,9 +228,7 @@ class _IdSpace:
 
     def bounds(self, t: int | None) -> torch.Tensor:
         """``(P, 2)`` ``[start, end)`` of type ``t``'s ids (type-wise) in each partition."""
-        if t is None:
-            return self.homo
-        return torch.stack([self.typed_ends[t] - self.counts[t], self.typed_ends[t]], 1)
+        return self.homo if t is None else _typewise(self.ranges[t])
 
     def size(self, t: int | None) -> int:
         return int(self.bounds(t)[-1, 1])
@@ -611,6 +618,17 @@ class PartitionPolicy:
         """``"node~<ntype>"`` or ``"edge~<src:rel:dst>"``, as DGL names policies."""
         return f"{self.kind}~{_label(self.type_name)}"
 
+    @property
+    def ranges(self) -> torch.Tensor:
+        """``(P, 2)`` int64 ``[start, end)`` of the ids each partition owns, in the
+        policy's id space: homogeneous ids (all types) for ``"node~_N"`` and the
+        homogeneous edge type, type-wise ids of the type otherwise (a partition that owns
+        none of the type has an empty range where the previous one ends). Local."""
+        book = self._partition_book
+        if self.kind == "node":
+            return book._nodes.bounds(book._ntype_index(self.type_name)).clone()
+        return book._edges.bounds(book._etype_index(self.type_name)).clone()
+
     def to_local(self, id_tensor: IdLike) -> torch.Tensor:
         """Ids (type-wise for a real type) owned by this partition to local ids."""
         book = self._partition_book
@@ -627,10 +645,7 @@ class PartitionPolicy:
 
     def get_part_size(self) -> int:
         """Number of ids (of the policy's type) this partition owns."""
-        book = self._partition_book
-        ranges = book.typed_node_ranges(self.type_name) if self.kind == "node" else \
-            book.typed_edge_ranges(self.type_name)
-        start, end = ranges[self.part_id].tolist()
+        start, end = self.ranges[self.part_id].tolist()
         return end - start
 
     def get_size(self) -> int:

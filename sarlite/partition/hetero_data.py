@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import dgl
 import torch
 
-from .book import RangePartitionBook
+from .book import RangePartitionBook, _typewise
 from .owned import ShardEdges, check_owned, group_by_source, owned_edges, strip_masks
 
 
@@ -111,15 +111,6 @@ def hetero_partition_data(graph: dgl.DGLGraph, node_feats: dict, edge_feats: dic
                                    for t, r in node_ranges.items()}),
         edge_features=_edge_features(source, edge_feats, book, edge_rows),
         graph_name=graph_name, partition_graph=graph)
-
-
-def _typewise(ranges: torch.Tensor) -> torch.Tensor:
-    """``(P, 2)`` ``[start, end)`` of a type's type-wise ids in each partition, from the
-    homogeneous ranges of that type (``RangePartitionBook.typed_node_ranges``): its runs
-    numbered one partition after the other."""
-    sizes = ranges[:, 1] - ranges[:, 0]
-    ends = sizes.cumsum(0)
-    return torch.stack([ends - sizes, ends], 1)
 
 
 def _split_key(key: str) -> tuple[str, str]:
