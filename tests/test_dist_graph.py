@@ -141,14 +141,6 @@ def config(tmp_path_factory):
     return out / "g.json"
 
 
-def test_heterogeneous_partitions_are_not_supported(tmp_path):
-    hetero = dgl.heterograph({("user", "follows", "user"): ([0, 1], [1, 2]),
-                              ("user", "buys", "item"): ([0, 2], [0, 1])})
-    sarlite.partition_graph(hetero, "g", 1, tmp_path)
-    with pytest.raises(NotImplementedError, match="DistGraph: .* is heterogeneous"):
-        sarlite.DistGraph(tmp_path / "g.json")
-
-
 def test_more_partitions_than_ranks_is_an_error(tmp_path):
     sarlite.partition_graph(random_graph(), "g", 2, tmp_path)
     with pytest.raises(ValueError, match="world size 1 does not match the 2 partitions"):

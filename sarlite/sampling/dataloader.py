@@ -47,6 +47,7 @@ from ..comm import exchange_sizes, world_size
 from ..partition.book import DEFAULT_NTYPE, as_id_tensor
 from .neighbor import check_fanout, sample_neighbors
 from .prefetch import fetch_lazy_features, to_device
+from .typed_neighbor import has_types
 
 #: Keyword arguments of torch's and DGL's loaders that have no meaning here: sampling is a
 #: collective, so it always runs in the main process.
@@ -62,13 +63,16 @@ class DistNeighborSampler:
     Parameters
     ----------
     fanouts:
-        Neighbours per node for each layer, input layer first (``-1``: all).
+        Neighbours per node for each layer, input layer first (``-1``: all); on a graph
+        with named types an entry may be ``{etype: fanout}`` naming every edge type.
     prob, replace:
         As :func:`sarlite.sampling.sample_neighbors`; blocks hold in-edges.
     prefetch_node_feats:
-        Names in ``g.ndata`` pulled for the input nodes into ``blocks[0].srcdata``.
+        Names of node data pulled for the input nodes into ``blocks[0].srcdata`` (with
+        types: for every node type that has the field).
     prefetch_labels:
-        Names in ``g.ndata`` pulled for the output nodes into ``blocks[-1].dstdata``.
+        Names of node data pulled for the output nodes into ``blocks[-1].dstdata`` (with
+        types: likewise).
 
     Raises
     ------
@@ -82,7 +86,8 @@ class DistNeighborSampler:
         if len(fanouts) == 0:
             raise ValueError("fanouts needs one entry per layer, got none")
         for fanout in fanouts:
-            check_fanout(fanout)
+            for value in (fanout.values() if isinstance(fanout, Mapping) else [fanout]):
+                check_fanout(value)
         self.fanouts = list(fanouts)
         self.prob = prob
         self.replace = replace
@@ -90,9 +95,10 @@ class DistNeighborSampler:
         self.prefetch_labels = list(prefetch_labels or ())
         self.output_device = None          # read by dgl.dataloading.as_edge_prediction_sampler
 
-    def sample_blocks(self, g, seed_nodes, exclude_eids=None
-                      ) -> tuple[torch.Tensor, torch.Tensor, list]:
-        """``(input_nodes, output_nodes, blocks)`` for ``seed_nodes`` (distinct global ids).
+    def sample_blocks(self, g, seed_nodes, exclude_eids=None) -> tuple[Any, Any, list]:
+        """``(input_nodes, output_nodes, blocks)`` for ``seed_nodes`` (distinct global ids;
+        ``{ntype: ids}`` on a graph with named types, and then so are the node ids
+        returned).
 
         ``blocks[l]`` is a DGL block whose ``srcdata[dgl.NID]`` / ``dstdata[dgl.NID]`` are
         global node ids (destination nodes first among the sources) and whose
@@ -104,7 +110,7 @@ class DistNeighborSampler:
         Collective and blocking: every rank calls it in the same order, also with no
         seeds (one :func:`sample_neighbors` per layer, then the feature pulls).
         """
-        seeds = as_id_tensor(seed_nodes)
+        seeds = typed_ids(g, seed_nodes)
         output_nodes = seeds
         options = {} if exclude_eids is None else {"exclude_edges": exclude_eids}
         blocks = []
@@ -112,19 +118,44 @@ class DistNeighborSampler:
             frontier = sample_neighbors(g, seeds, fanout, prob=self.prob,
                                         replace=self.replace, **options)
             block = dgl.to_block(frontier, seeds)
-            block.edata[dgl.EID] = frontier.edata[dgl.EID][block.edata[dgl.EID]]
+            for c_etype in block.canonical_etypes:
+                eids = block.edges[c_etype].data
+                eids[dgl.EID] = frontier.edges[c_etype].data[dgl.EID][eids[dgl.EID]]
             seeds = block.srcdata[dgl.NID]
             blocks.insert(0, block)
         for name in self.prefetch_node_feats:
-            blocks[0].srcdata[name] = g.ndata[name][seeds]
+            _pull(g, blocks[0].srcnodes, blocks[0].srctypes, name)
         for name in self.prefetch_labels:
-            blocks[-1].dstdata[name] = g.ndata[name][output_nodes]
+            _pull(g, blocks[-1].dstnodes, blocks[-1].dsttypes, name)
         return seeds, output_nodes, blocks
 
     def sample(self, g, seed_nodes, exclude_eids=None) -> tuple[torch.Tensor, torch.Tensor,
                                                                   list]:
         """The same as :meth:`sample_blocks` (DGL's sampler interface). Collective."""
         return self.sample_blocks(g, seed_nodes, exclude_eids)
+
+
+def typed_ids(g, ids):
+    """``ids`` as an int64 tensor, or on a graph with named types as ``{ntype: int64
+    tensor}`` (plain ids then name the graph's one node type). Local."""
+    if not has_types(g.get_partition_book()):
+        return as_id_tensor(ids)
+    if not isinstance(ids, Mapping):
+        ids = {g.ntypes[0] if len(g.ntypes) == 1 else None: ids}
+    return {g.ntypes[g.get_ntype_id(ntype)]: as_id_tensor(v) for ntype, v in ids.items()}
+
+
+def _pull(g, nodes, ntypes, name: str) -> None:
+    """Fill ``nodes[t].data[name]`` (a block's source or destination frames) from ``g``'s
+    node data of type ``t``, for every type that has ``name``. Collective (one pull per
+    such type, in type order). ``KeyError`` when no type has it."""
+    having = [t for t in ntypes if name in g.nodes[t].data]
+    if not having:
+        raise KeyError(f"prefetch: the graph has no node data {name!r} (of the types "
+                       f"{list(ntypes)})")
+    for ntype in having:
+        frame = nodes[ntype].data
+        frame[name] = g.nodes[ntype].data[name][frame[dgl.NID]]
 
 
 def check_batch_size(batch_size) -> None:
@@ -273,7 +304,10 @@ class DistNodeDataLoader(DistDataLoader):
         The :class:`~sarlite.sampling.DistGraph`.
     nids:
         Distinct global node ids this rank trains on (e.g. from ``node_split``); a tensor,
-        array, list, or ``{"_N": ids}``.
+        array, list, or ``{"_N": ids}``. On a graph with named types ``{ntype: ids}`` of
+        type-wise ids: the batches then cut through the types in the dict's order (as
+        DGL's), and each batch's seeds are ``{ntype: ids}`` with every type of ``nids``
+        (empty where the batch has none of it).
     graph_sampler:
         DGL's ``dgl.dataloading.NeighborSampler`` / ``MultiLayerFullNeighborSampler`` (their
         ``prefetch_node_feats``, ``prefetch_labels`` and ``prefetch_edge_feats`` are
@@ -304,17 +338,32 @@ class DistNodeDataLoader(DistDataLoader):
         options = loader_kwargs(kwargs, "DistNodeDataLoader")
         options.setdefault("batch_size", 1)
         self.g = g
-        self.nids = one_type_ids(nids, [DEFAULT_NTYPE], "DistNodeDataLoader nids")
-        if torch.unique(self.nids).numel() != self.nids.numel():
-            raise ValueError("nids has duplicate node ids; every seed must appear once")
+        self._types: list[str] | None = None
+        if has_types(g.get_partition_book()):
+            self.nids = typed_ids(g, nids)
+            self._types = list(self.nids)
+            dataset = torch.cat([torch.stack([torch.full_like(ids, i), ids], 1)
+                                 for i, ids in enumerate(self.nids.values())] or
+                                [torch.zeros(0, 2, dtype=torch.int64)])
+        else:
+            self.nids = dataset = one_type_ids(nids, [DEFAULT_NTYPE],
+                                               "DistNodeDataLoader nids")
+        for ids in (self.nids.values() if self._types else [self.nids]):
+            if torch.unique(ids).numel() != ids.numel():
+                raise ValueError("nids has duplicate node ids; every seed must appear once")
         self.graph_sampler = graph_sampler
         self._sample = sampler_call(graph_sampler, "DistNodeDataLoader")
         self.device = device
-        super().__init__(self.nids, collate_fn=self._sample_batch, **options)
+        super().__init__(dataset, collate_fn=self._sample_batch, **options)
 
-    def _items(self, index: torch.Tensor) -> torch.Tensor:
-        return self.nids[index]
+    def _items(self, index: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
+        """The batch's seeds: ids, or ``{ntype: ids}`` with every type of ``nids`` (empty
+        where the batch has none of a type) on a graph with named types."""
+        if self._types is None:
+            return self.nids[index]
+        rows = self.dataset[index]
+        return {ntype: rows[rows[:, 0] == i, 1] for i, ntype in enumerate(self._types)}
 
-    def _sample_batch(self, seeds: torch.Tensor):
+    def _sample_batch(self, seeds):
         result = fetch_lazy_features(self.g, self._sample(self.g, seeds))
         return to_device(result, self.device)

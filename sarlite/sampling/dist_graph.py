@@ -1,16 +1,25 @@
 """DistGraph: DGL's distributed graph facade over one partition per rank and the KV layer.
 
-Each rank holds its own partition (a :class:`~sarlite.partition.PartitionData`, loaded by
-:func:`~sarlite.partition.load_partition_data`, the one parser of partition files) and
-puts the owned rows of every node and edge feature into the default KV store, so
-``g.ndata[name][ids]`` works for any global id. Graph queries that need rows other ranks
-own (``find_edges``, ``edge_subgraph``, ``in_degrees``, ``out_degrees``,
-``sample_neighbors``) are collective exchanges, like DistTensor writes (and reads, unless
-the store was made with ``one_sided_reads``, as the DGL facade's is). These are the methods
-DGL's samplers call on a graph, so ``dgl.dataloading.NeighborSampler``,
-``MultiLayerFullNeighborSampler``, ``as_edge_prediction_sampler`` and
-``negative_sampler.Uniform`` run on a DistGraph unchanged. Only homogeneous graphs are
-supported.
+Each rank holds its own partition (a :class:`~sarlite.partition.PartitionData`, or a
+:class:`~sarlite.partition.HeteroPartitionData` for a graph with node and edge types, as
+:func:`~sarlite.partition.load_partition_data`, the one parser of partition files,
+returns them) and puts the owned rows of every node and edge feature into the default KV
+store, so ``g.ndata[name][ids]`` (``g.nodes[ntype].data[name][ids]`` with types) works for
+any global id. Graph queries that need rows other ranks own (``find_edges``,
+``edge_subgraph``, ``in_degrees``, ``out_degrees``, ``sample_neighbors``) are collective
+exchanges, like DistTensor writes (and reads, unless the store was made with
+``one_sided_reads``, as the DGL facade's is). These are the methods DGL's samplers call on
+a graph, so ``dgl.dataloading.NeighborSampler``, ``MultiLayerFullNeighborSampler``,
+``as_edge_prediction_sampler`` and ``negative_sampler.Uniform`` run on a DistGraph
+unchanged.
+
+**Types.** A homogeneous graph has the one node type ``"_N"`` and edge type
+``("_N", "_E", "_N")``, and its ids are DGL's homogeneous ids. A graph with types speaks
+DGL's *type-wise* ids everywhere (``num_nodes("paper")`` ids of ``paper``, numbered from
+0): the data of each type is its own :class:`~sarlite.kv.DistTensor` under the type's
+partition policy, and queries name the edge type (``find_edges(eids, etype)``,
+``in_degrees(v, etype)``) or take ``{type: ids}`` dicts (``sample_neighbors``,
+``edge_subgraph``).
 """
 from __future__ import annotations
 
@@ -27,14 +36,18 @@ from ..kv import DistTensor, KVStore, current_kvstore, init_kvstore, same_partit
 from ..kv.protocol import KVCall, agree, validated
 from ..kv.routing import checked_ids, pull_rows, push_rows, sum_duplicates
 from ..partition import (DEFAULT_ETYPE, DEFAULT_NTYPE, EdgePartitionPolicy,
-                         NodePartitionPolicy, PartitionData, RangePartitionBook,
-                         load_partition_data, require_homogeneous_data)
+                         HeteroPartitionData, NodePartitionPolicy, PartitionData,
+                         RangePartitionBook, load_partition_data)
 from ..partition.book import DEFAULT_ETYPE_STR, as_id_tensor
 from .neighbor import sample_neighbors
+from .typed_neighbor import LocalTypedGraph, has_types
+
+CanonicalEtype = tuple[str, str, str]
 
 
 class _DataView(MutableMapping):
-    """``g.ndata`` / ``g.edata``: feature name (no ``_N/`` prefix) to :class:`DistTensor`.
+    """``g.ndata`` / ``g.edata`` (``g.nodes[ntype].data`` / ``g.edges[etype].data``):
+    feature name (no type prefix) to :class:`DistTensor` of one type.
 
     Assigning a :class:`DistTensor` of the matching kind and length adds it; assigning
     anything else is a ``TypeError``/``ValueError``. Deleting only drops the view's entry.
@@ -70,6 +83,24 @@ class _DataView(MutableMapping):
         return repr(self._tensors)
 
 
+class _TypeData:
+    """``g.nodes[ntype]`` / ``g.edges[etype]``: ``.data`` is the type's data view."""
+
+    def __init__(self, data: _DataView):
+        self.data = data
+
+
+class _TypeIndex:
+    """``g.nodes`` / ``g.edges``: ``[type]`` gives the type's :class:`_TypeData`; the type
+    is resolved as the graph's methods resolve it (``ValueError`` when unknown)."""
+
+    def __init__(self, views: dict, resolve):
+        self._views, self._resolve = views, resolve
+
+    def __getitem__(self, key) -> _TypeData:
+        return _TypeData(self._views[self._resolve(key)])
+
+
 def _schemes(features: dict[str, torch.Tensor]) -> dict[str, tuple]:
     return {name: (tuple(v.shape[1:]), str(v.dtype)) for name, v in sorted(features.items())}
 
@@ -86,12 +117,10 @@ def _config_argument(graph_name, part_config) -> tuple[str | None, str | os.Path
                      f"DistGraph({graph_name!r}, part_config='out/{graph_name}.json')")
 
 
-def _check_data(data: PartitionData, graph_name: str | None,
+def _check_data(data: PartitionData | HeteroPartitionData, graph_name: str | None,
                 gpb: RangePartitionBook | None) -> None:
     """Raise ``ValueError`` unless ``data`` is this rank's partition, one per rank, of
-    graph ``graph_name`` (when given) partitioned as ``gpb`` (when given).
-    ``NotImplementedError`` for a heterogeneous partition."""
-    require_homogeneous_data(data, "DistGraph")
+    graph ``graph_name`` (when given) partitioned as ``gpb`` (when given)."""
     if data.num_parts != world_size() or data.rank != rank():
         raise ValueError(f"partition {data.rank} of {data.num_parts} cannot be rank "
                          f"{rank()} of {world_size()}; DistGraph needs partition r on rank "
@@ -137,34 +166,63 @@ def _reusable_store(book: RangePartitionBook, replace: bool) -> KVStore | None:
                      f"one), or call sarlite.kv.init_kvstore(partition_book) first")
 
 
-class _Local:
-    """What one rank derives from its partition, without communication.
+def _typed_parts(data: PartitionData | HeteroPartitionData) -> tuple[dict, dict, dict]:
+    """``(relations, node features, edge features)`` by type: ``{c_etype: shards}``,
+    ``{ntype: {name: rows}}``, ``{c_etype: {name: rows in shard order}}``; a partition
+    of one node and edge type has just those (``"_N"`` / ``("_N", "_E", "_N")`` unless
+    named)."""
+    if isinstance(data, HeteroPartitionData):
+        node_feats: dict[str, dict] = {t: {} for t in data.ntypes}
+        for name, by_type in data.node_features.items():
+            for ntype, rows in by_type.items():
+                node_feats[ntype][name] = rows
+        edge_feats: dict[tuple, dict] = {c: {} for c in data.canonical_etypes}
+        for name, by_type in data.edge_features.items():
+            for c_etype, rows in by_type.items():
+                edge_feats[c_etype][name] = rows
+        return data.relations, node_feats, edge_feats
+    book = data.partition_book
+    ntype, c_etype = book.ntypes[0], book.canonical_etypes[0]
+    return ({c_etype: data.shards}, {ntype: data.node_features},
+            {c_etype: data.edge_features})
 
-    ``src``: ``(E_owned,)`` global sources of the owned edges; ``in_degrees``:
-    ``(N_owned,)``; ``local_eid``: ``(E_owned,)`` position in the partition graph of each
-    owned edge id, in edge id order; ``node_feats``: the data's own tensors;
-    ``edge_feats``: ``{name: (E_owned, ...)}`` in edge id order.
+
+class _Local:
+    """What one rank derives from its partition, without communication, by type.
+
+    ``ends[c]``: ``(E_c, 2)`` source and destination ids (type-wise for a real type) of
+    the owned edges of relation ``c``, in edge id order; ``in_degrees[c]``: ``(N_d,)``
+    in-degree of the owned nodes of ``c``'s destination type; ``sources[c]``: the
+    sources of those edges; ``node_feats[ntype]`` / ``edge_feats[c]``: ``{name: rows}``
+    in id order (the data's own node tensors).
     """
 
-    def __init__(self, data: PartitionData):
-        book, graph = data.partition_book, data.partition_graph
-        (node_lo, node_hi), (edge_lo, edge_hi) = data.owned_range, data.owned_edge_range
-        dst = torch.cat([shard.dst for shard in data.shards])
-        eids = torch.cat([shard.eids for shard in data.shards])
-        self.src = torch.cat([shard.src for shard in data.shards])
-        self.in_degrees = torch.bincount(dst - node_lo, minlength=node_hi - node_lo)
-        inner = graph.edata["inner_edge"].bool()
-        self.local_eid = torch.empty(edge_hi - edge_lo, dtype=torch.int64)
-        self.local_eid[graph.edata[dgl.EID][inner] - edge_lo] = inner.nonzero().squeeze(1)
-        self.node_feats = data.node_features
-        self.edge_feats = {name: _by_id(rows, eids - edge_lo)
-                           for name, rows in data.edge_features.items()}
-        self.graph, self.book, self.graph_name = graph, book, data.graph_name
+    def __init__(self, data: PartitionData | HeteroPartitionData):
+        book = self.book = data.partition_book
+        relations, self.node_feats, edge_feats = _typed_parts(data)
+        self.ends, self.in_degrees, self.sources, self.edge_feats = {}, {}, {}, {}
+        for c_etype, shards in relations.items():
+            edges = EdgePartitionPolicy(book, c_etype)
+            dst_nodes = NodePartitionPolicy(book, c_etype[2])
+            src = torch.cat([shard.src for shard in shards])
+            dst = torch.cat([shard.dst for shard in shards])
+            position = edges.to_local(torch.cat([shard.eids for shard in shards]))
+            ends = torch.empty(edges.get_part_size(), 2, dtype=torch.int64)
+            ends[position] = torch.stack([src, dst], 1)
+            self.ends[c_etype], self.sources[c_etype] = ends, src
+            self.in_degrees[c_etype] = torch.bincount(dst_nodes.to_local(dst),
+                                                      minlength=dst_nodes.get_part_size())
+            self.edge_feats[c_etype] = {name: _by_id(rows, position)
+                                        for name, rows in edge_feats[c_etype].items()}
+        self.graph, self.graph_name = data.partition_graph, data.graph_name
+        self.typed = has_types(book)
 
     def record(self) -> tuple:
         return (self.graph_name, self.book.node_ranges.tolist(),
-                self.book.edge_ranges.tolist(), _schemes(self.node_feats),
-                _schemes(self.edge_feats))
+                self.book.edge_ranges.tolist(), self.book.ntypes,
+                self.book.canonical_etypes,
+                {t: _schemes(f) for t, f in self.node_feats.items()},
+                {":".join(c): _schemes(f) for c, f in self.edge_feats.items()})
 
 
 class DistGraph:
@@ -220,10 +278,14 @@ class DistGraph:
     and dtypes required), so an earlier graph's ``ndata`` then reads the later graph's
     rows, as in DGL. Fields named ``*_mask`` are bool.
 
+    **Types.** On a partitioning with node and edge types (DGL 2.x's heterogeneous
+    format), the data of each type is in ``g.nodes[ntype].data`` /
+    ``g.edges[etype].data`` (``g.ndata`` / ``g.edata`` only when there is one node / edge
+    type, as in DGL), under the policies ``"node~<ntype>"`` / ``"edge~<src:rel:dst>"``;
+    every id is type-wise, and the queries take the type (see the module docstring).
+
     Raises
     ------
-    NotImplementedError
-        The partitions describe a heterogeneous graph.
     ValueError
         ``part_config`` is missing, the number of partitions differs from the number of
         ranks, the ranks loaded different graphs, ``graph_name`` or ``gpb`` differs, or
@@ -281,17 +343,23 @@ class DistGraph:
         agree(what, record, error)
         self._graph, self._graph_name = local.graph, local.graph_name
         self._book: RangePartitionBook = local.book
+        self._typed, self._typed_partition = local.typed, None
         if store is None:
             store = init_kvstore(local.book, one_sided_reads=one_sided_reads)
         elif one_sided_reads:
             store.enable_one_sided_reads()
         self._store: KVStore = store
-        self._node_policy = NodePartitionPolicy(self._book)
-        self._edge_policy = EdgePartitionPolicy(self._book)
-        self._in_degrees, self._local_eid = local.in_degrees, local.local_eid
-        self._out_degrees = self._count_out_degrees(local.src)
-        self._ndata = self._add_data("node", local.node_feats, self._node_policy)
-        self._edata = self._add_data("edge", local.edge_feats, self._edge_policy)
+        self._node_policies = {t: NodePartitionPolicy(self._book, t)
+                               for t in self._book.ntypes}
+        self._edge_policies = {c: EdgePartitionPolicy(self._book, c)
+                               for c in self._book.canonical_etypes}
+        self._ends, self._in_degrees = local.ends, local.in_degrees
+        self._out_degrees = {c: self._count_out_degrees(src, self._node_policies[c[0]])
+                             for c, src in local.sources.items()}
+        self._ndata = {t: self._add_data("node", local.node_feats[t], p)
+                       for t, p in self._node_policies.items()}
+        self._edata = {c: self._add_data("edge", local.edge_feats[c], p)
+                       for c, p in self._edge_policies.items()}
 
     def _add_data(self, kind: str, features: dict[str, torch.Tensor],
                   policy: NodePartitionPolicy | EdgePartitionPolicy) -> _DataView:
@@ -304,13 +372,15 @@ class DistGraph:
                                     rows.dtype, name, part_policy=policy)
         return view
 
-    def _count_out_degrees(self, src: torch.Tensor) -> torch.Tensor:
-        """Out-degree of each owned node: every rank counts the sources of its owned
-        edges and adds the counts at the sources' owners (one push)."""
+    @staticmethod
+    def _count_out_degrees(src: torch.Tensor, policy: NodePartitionPolicy) -> torch.Tensor:
+        """Out-degree (in one relation) of each owned node of ``policy``'s type: every
+        rank counts the sources of its owned edges and adds the counts at the sources'
+        owners (one push)."""
         call = KVCall("DistGraph: counting out-degrees", "graph_degrees")
         nodes, counts, _ = sum_duplicates(src, torch.ones_like(src))
-        local, counts = push_rows(nodes, counts, self._node_policy, call)
-        degrees = torch.zeros(self._node_policy.get_part_size(), dtype=torch.int64)
+        local, counts = push_rows(nodes, counts, policy, call)
+        degrees = torch.zeros(policy.get_part_size(), dtype=torch.int64)
         return degrees.index_add_(0, local, counts)
 
     # -- partition and data ------------------------------------------------------
@@ -318,42 +388,81 @@ class DistGraph:
     def local_partition(self) -> dgl.DGLGraph:
         """This rank's partition graph exactly as :func:`sarlite.load_partition` returns
         it (owned nodes and edges plus the halo; ndata ``_ID``, ``inner_node``; edata
-        ``_ID``, ``inner_edge``, in global ids)."""
+        ``_ID``, ``inner_edge``, in global homogeneous ids; with types also
+        ``dgl.NTYPE`` / ``dgl.ETYPE``)."""
         return self._graph
+
+    @property
+    def local_typed_partition(self):
+        """This rank's partition graph by type (a
+        :class:`~sarlite.sampling.typed_neighbor.LocalTypedGraph`, what sampling a graph
+        with named types runs on), built on first use from :attr:`local_partition`. Local."""
+        if self._typed_partition is None:
+            self._typed_partition = LocalTypedGraph(self._graph, self._book)
+        return self._typed_partition
 
     def get_partition_book(self) -> RangePartitionBook:
         return self._book
 
-    def get_node_partition_policy(self, ntype: str = DEFAULT_NTYPE) -> NodePartitionPolicy:
-        self._check_type(ntype, [DEFAULT_NTYPE], "node")
-        return self._node_policy
+    def get_node_partition_policy(self, ntype: str | None = DEFAULT_NTYPE
+                                  ) -> NodePartitionPolicy:
+        """The partition policy of node type ``ntype`` (DistTensors of its nodes). Local."""
+        return self._node_policies[self._ntype(ntype)]
 
     def get_edge_partition_policy(self, etype=DEFAULT_ETYPE) -> EdgePartitionPolicy:
-        self._check_type(etype, [DEFAULT_ETYPE[1], DEFAULT_ETYPE, DEFAULT_ETYPE_STR], "edge")
-        return self._edge_policy
+        """The partition policy of edge type ``etype`` (a relation name, ``"src:rel:dst"``
+        or tuple). Local."""
+        return self._edge_policies[self.to_canonical_etype(etype)]
+
+    def _ntype(self, ntype: str | None) -> str:
+        """``ntype`` checked (``None``: the graph's one node type). Local; ``ValueError``
+        naming the node types otherwise."""
+        if ntype is None and len(self._node_policies) == 1:
+            return next(iter(self._node_policies))
+        if isinstance(ntype, str) and ntype in self._node_policies:
+            return ntype
+        if not self._typed:
+            raise ValueError(f"DistGraph has one node type, {DEFAULT_NTYPE!r}; got {ntype!r}")
+        raise ValueError(f"DistGraph has node types {self.ntypes}; got {ntype!r}"
+                         + (": name one" if ntype is None else ""))
 
     @staticmethod
-    def _check_type(given, known: list, what: str) -> None:
-        if given is not None and given not in known:
-            raise ValueError(f"DistGraph has one {what} type, {known[0]!r}; got {given!r}")
+    def _one_typed(what: str, kind: str, types: list) -> None:
+        if len(types) != 1:
+            raise ValueError(f"g.{what} only works for a graph with one {kind} type; this "
+                             f"one has {types}: use g.{kind}s[{kind[0]}type].data")
 
     @property
     def ndata(self) -> _DataView:
-        """``{name: DistTensor}`` of node data, ``_N/`` prefix removed."""
-        return self._ndata
+        """``{name: DistTensor}`` of node data, type prefix removed (a graph with one node
+        type only, as in DGL; else ``g.nodes[ntype].data``)."""
+        self._one_typed("ndata", "node", self.ntypes)
+        return next(iter(self._ndata.values()))
 
     @property
     def edata(self) -> _DataView:
-        """``{name: DistTensor}`` of edge data, ``_N:_E:_N/`` prefix removed."""
-        return self._edata
+        """``{name: DistTensor}`` of edge data, type prefix removed (a graph with one edge
+        type only, as in DGL; else ``g.edges[etype].data``)."""
+        self._one_typed("edata", "edge", self.canonical_etypes)
+        return next(iter(self._edata.values()))
+
+    @property
+    def nodes(self) -> _TypeIndex:
+        """``g.nodes[ntype].data``: ``{name: DistTensor}`` of the nodes of ``ntype``."""
+        return _TypeIndex(self._ndata, self._ntype)
+
+    @property
+    def edges(self) -> _TypeIndex:
+        """``g.edges[etype].data``: ``{name: DistTensor}`` of the edges of ``etype``."""
+        return _TypeIndex(self._edata, self.to_canonical_etype)
 
     def node_attr_schemes(self) -> dict[str, Scheme]:
         """``{name: Scheme(shape=row shape, dtype)}`` of the node data."""
-        return {name: Scheme(t.shape[1:], t.dtype) for name, t in self._ndata.items()}
+        return {name: Scheme(t.shape[1:], t.dtype) for name, t in self.ndata.items()}
 
     def edge_attr_schemes(self) -> dict[str, Scheme]:
         """``{name: Scheme(shape=row shape, dtype)}`` of the edge data."""
-        return {name: Scheme(t.shape[1:], t.dtype) for name, t in self._edata.items()}
+        return {name: Scheme(t.shape[1:], t.dtype) for name, t in self.edata.items()}
 
     # -- sizes and types ---------------------------------------------------------
     @property
@@ -366,15 +475,15 @@ class DistGraph:
 
     @property
     def ntypes(self) -> list[str]:
-        return [DEFAULT_NTYPE]
+        return list(self._node_policies)
 
     @property
     def etypes(self) -> list[str]:
-        return [DEFAULT_ETYPE[1]]
+        return [c[1] for c in self._edge_policies]
 
     @property
-    def canonical_etypes(self) -> list[tuple[str, str, str]]:
-        return [DEFAULT_ETYPE]
+    def canonical_etypes(self) -> list[CanonicalEtype]:
+        return list(self._edge_policies)
 
     @property
     def idtype(self) -> torch.dtype:
@@ -385,14 +494,18 @@ class DistGraph:
         return torch.device("cpu")
 
     def num_nodes(self, ntype: str | None = None) -> int:
-        """Number of nodes of the whole graph."""
-        self._check_type(ntype, [DEFAULT_NTYPE], "node")
-        return self._node_policy.get_size()
+        """Number of nodes of type ``ntype`` in the whole graph (of all types for
+        ``None``)."""
+        if ntype is None:
+            return sum(p.get_size() for p in self._node_policies.values())
+        return self.get_node_partition_policy(ntype).get_size()
 
     def num_edges(self, etype=None) -> int:
-        """Number of edges of the whole graph."""
-        self.get_edge_partition_policy(etype)
-        return self._edge_policy.get_size()
+        """Number of edges of type ``etype`` in the whole graph (of all types for
+        ``None``)."""
+        if etype is None:
+            return sum(p.get_size() for p in self._edge_policies.values())
+        return self.get_edge_partition_policy(etype).get_size()
 
     number_of_nodes = num_nodes
     number_of_edges = num_edges
@@ -400,38 +513,44 @@ class DistGraph:
     # -- queries (collective) ----------------------------------------------------
     def find_edges(self, edges, etype=None) -> tuple[torch.Tensor, torch.Tensor]:
         """Source and destination global node ids of the global edge ids ``edges``
-        (``(n,)`` each, in the order given). Collective; every rank calls it.
+        (``(n,)`` each, in the order given); with types, type-wise ids of the edge type
+        ``etype`` (required when the graph has several) and of its end types.
+        Collective; every rank calls it, with the same ``etype``.
 
         Raises ``IndexError`` on a rank whose ids are out of range (and
-        ``CollectiveError`` on the others).
+        ``CollectiveError`` on the others); ``ValueError`` for an unknown ``etype``.
         """
-        self.get_edge_partition_policy(etype)
-        call = KVCall("DistGraph.find_edges", "graph_find_edges")
-        eids = validated(call, lambda: checked_ids(edges, self.num_edges(), call.what))
-        ends = pull_rows(eids, self._edge_policy, self._edge_ends, call)
+        c_etype = self.to_canonical_etype(etype)
+        policy = self._edge_policies[c_etype]
+        call = KVCall(f"DistGraph.find_edges(etype={':'.join(c_etype)!r})",
+                      "graph_find_edges")
+        eids = validated(call, lambda: checked_ids(edges, policy.get_size(), call.what))
+        ends = pull_rows(eids, policy, self._ends[c_etype].__getitem__, call)
         return ends[:, 0], ends[:, 1]
 
-    def _edge_ends(self, local_eids: torch.Tensor) -> torch.Tensor:
-        src, dst = self._graph.find_edges(self._local_eid[local_eids])
-        nid = self._graph.ndata[dgl.NID]
-        return torch.stack([nid[src], nid[dst]], 1)
+    def in_degrees(self, v: Any = dgl.ALL, *, etype=None) -> torch.Tensor | int:
+        """In-degree in edge type ``etype`` (keyword-only, as DGL's DistGraph has none;
+        required when the graph has several) of the global ids ``v`` of its destination
+        type (all by default); an int for an int ``v``. Collective; every rank calls it,
+        with the same ``etype``."""
+        c_etype = self.to_canonical_etype(etype)
+        return self._degrees(v, c_etype[2], self._in_degrees[c_etype], "in_degrees")
 
-    def in_degrees(self, v: Any = dgl.ALL) -> torch.Tensor | int:
-        """In-degree of the global node ids ``v`` (all nodes by default); an int for an
-        int ``v``. Collective; every rank calls it."""
-        return self._degrees(v, self._in_degrees, "in_degrees")
+    def out_degrees(self, u: Any = dgl.ALL, *, etype=None) -> torch.Tensor | int:
+        """Out-degree in edge type ``etype`` (keyword-only; required when the graph has
+        several) of the global ids ``u`` of its source type (all by default); an int for
+        an int ``u``. Collective; every rank calls it, with the same ``etype``."""
+        c_etype = self.to_canonical_etype(etype)
+        return self._degrees(u, c_etype[0], self._out_degrees[c_etype], "out_degrees")
 
-    def out_degrees(self, u: Any = dgl.ALL) -> torch.Tensor | int:
-        """Out-degree of the global node ids ``u`` (all nodes by default); an int for an
-        int ``u``. Collective; every rank calls it."""
-        return self._degrees(u, self._out_degrees, "out_degrees")
-
-    def _degrees(self, nodes, owned: torch.Tensor, name: str) -> torch.Tensor | int:
+    def _degrees(self, nodes, ntype: str, owned: torch.Tensor, name: str
+                 ) -> torch.Tensor | int:
+        policy = self._node_policies[ntype]
         call = KVCall(f"DistGraph.{name}", "graph_degrees")
         everything = isinstance(nodes, str) and nodes == dgl.ALL
         ids = validated(call, lambda: checked_ids(slice(None) if everything else nodes,
-                                                  self.num_nodes(), call.what))
-        degrees = pull_rows(ids, self._node_policy, owned.__getitem__, call)
+                                                  policy.get_size(), call.what))
+        degrees = pull_rows(ids, policy, owned.__getitem__, call)
         return int(degrees[0]) if isinstance(nodes, int) else degrees
 
     def edge_subgraph(self, edges, relabel_nodes: bool = True, store_ids: bool = True, *,
@@ -442,12 +561,12 @@ class DistGraph:
         Parameters
         ----------
         edges:
-            Global edge ids (tensor, array, list, or ``{etype: ids}`` with the graph's one
-            edge type); may be empty.
+            Global edge ids (tensor, array, list), or ``{etype: ids}`` (type-wise ids; the
+            form a graph with several edge types needs); may be empty.
         relabel_nodes:
-            ``True``: keep only the end nodes of the edges, renumbered from 0, with their
-            global ids in ``ndata[dgl.NID]``. ``False``: a graph over all
-            ``num_nodes()`` global node ids.
+            ``True``: keep only the end nodes of the edges, renumbered from 0 (per type),
+            with their global ids in ``ndata[dgl.NID]``. ``False``: a graph over all
+            ``num_nodes(ntype)`` global node ids of every type.
         store_ids:
             Must be ``True`` (the global edge ids are always in ``edata[dgl.EID]``).
         output_device:
@@ -456,22 +575,56 @@ class DistGraph:
         Returns
         -------
         dgl.DGLGraph
-            The edges in the order given, ``edata[dgl.EID]`` their global ids.
+            The edges in the order given, ``edata[dgl.EID]`` their global ids; with types
+            a heterograph with every node and edge type of the graph.
 
-        Collective and blocking (one :meth:`find_edges`): every rank calls it in the same
-        order, also with no edges. Raises ``IndexError`` on a rank whose ids are out of
-        range (and ``CollectiveError`` on the others).
+        Collective and blocking (one :meth:`find_edges` per edge type): every rank calls
+        it in the same order, also with no edges. Raises ``IndexError`` on a rank whose
+        ids are out of range, ``ValueError`` on one that names an unknown type (and
+        ``CollectiveError`` on the others).
         """
         if not store_ids:
             raise ValueError("edge_subgraph always stores the global ids (store_ids=True)")
-        edges = self._one_type(edges, "edges")
-        src, dst = self.find_edges(edges)           # checks the ids on every rank first
-        eids = as_id_tensor(edges)
-        subgraph = dgl.graph((src, dst), num_nodes=self.num_nodes())
-        subgraph.edata[dgl.EID] = eids
+        first = self._find_edges_call(self.canonical_etypes[0])
+        by_type = validated(first, lambda: self._by_etype(edges, "edges"))
+        ends = {c: self.find_edges(ids, c) for c, ids in by_type.items()}
+        eids = {c: as_id_tensor(ids) for c, ids in by_type.items()}
+        if self._typed:
+            subgraph = dgl.heterograph(ends, {t: self.num_nodes(t) for t in self.ntypes})
+            for c_etype, ids in eids.items():
+                subgraph.edges[c_etype].data[dgl.EID] = ids
+        else:
+            (src, dst), = ends.values()
+            subgraph = dgl.graph((src, dst), num_nodes=self.num_nodes())
+            subgraph.edata[dgl.EID] = eids[DEFAULT_ETYPE]
         if relabel_nodes:
             subgraph = dgl.compact_graphs(subgraph)
         return subgraph if output_device is None else subgraph.to(output_device)
+
+    @staticmethod
+    def _find_edges_call(c_etype: CanonicalEtype) -> KVCall:
+        return KVCall(f"DistGraph.find_edges(etype={':'.join(c_etype)!r})",
+                      "graph_find_edges")
+
+    def _by_etype(self, value, what: str) -> dict:
+        """``{canonical etype: ids}`` for every edge type of the graph, in its order, from
+        ``ids`` (a graph with one edge type) or ``{etype: ids}`` (missing types: no ids).
+        Local; ``ValueError`` for an unknown or repeated type, or plain ids on a graph
+        with several edge types."""
+        if not isinstance(value, Mapping):
+            if len(self._edge_policies) != 1:
+                raise ValueError(f"{what}: the graph has edge types "
+                                 f"{self.canonical_etypes}; give {{etype: ids}}")
+            return {self.canonical_etypes[0]: value}
+        out = {c: torch.zeros(0, dtype=torch.int64) for c in self.canonical_etypes}
+        seen = set()
+        for etype, ids in value.items():
+            c_etype = self.to_canonical_etype(etype)
+            if c_etype in seen:
+                raise ValueError(f"{what} names edge type {c_etype} twice")
+            seen.add(c_etype)
+            out[c_etype] = ids
+        return out
 
     def sample_neighbors(self, seed_nodes, fanout, edge_dir: str = "in", prob=None,
                          exclude_edges=None, replace: bool = False, etype_sorted: bool = True,
@@ -483,26 +636,29 @@ class DistGraph:
         Parameters
         ----------
         seed_nodes:
-            Global node ids (tensor, array, list, or ``{ntype: ids}`` with the graph's one
-            node type); may be empty.
+            Global node ids (tensor, array, list), or ``{ntype: ids}`` (type-wise ids; the
+            form a graph with several node types needs); may be empty.
         fanout:
-            Edges per seed, ``-1`` for all (or ``{etype: fanout}`` with the one edge type).
+            Edges per seed, ``-1`` for all; with types also ``{etype: fanout}`` naming
+            every edge type (DGL's rule), the edges of each type picked separately.
         edge_dir, prob, replace:
-            As :func:`sarlite.sampling.sample_neighbors`.
+            As :func:`sarlite.sampling.sample_neighbors` (``prob`` on a graph with one
+            node and edge type only).
         exclude_edges:
-            Global edge ids to leave out of the result (as DGL's ``exclude_eids``, e.g. the
-            edges of a link-prediction batch): dropped after sampling, as
-            ``dgl.sampling.sample_neighbors`` does, so a seed may get fewer than
-            ``fanout`` edges; ``None`` excludes nothing.
+            Global edge ids (``{etype: ids}`` with types) to leave out of the result (as
+            DGL's ``exclude_eids``, e.g. the edges of a link-prediction batch): dropped
+            after sampling, as ``dgl.sampling.sample_neighbors`` does, so a seed may get
+            fewer than ``fanout`` edges; ``None`` excludes nothing.
         etype_sorted:
-            Ignored (one edge type).
+            Ignored (each edge type is sampled on its own).
         output_device:
             Device of the returned graph (default: CPU).
 
         Returns
         -------
         dgl.DGLGraph
-            A graph over all ``num_nodes()`` global node ids holding the sampled edges,
+            A graph over all ``num_nodes()`` global node ids (with types: a heterograph
+            with every type, ``num_nodes(ntype)`` nodes each) holding the sampled edges,
             ``edata[dgl.EID]`` their global edge ids.
 
         Collective and blocking: every rank calls it in the same order with the same
@@ -511,44 +667,35 @@ class DistGraph:
         :func:`sarlite.sampling.sample_neighbors`.
         """
         del etype_sorted
-        nodes = self._one_type(seed_nodes, "seed_nodes", node=True)
-        options = {"edge_dir": edge_dir, "prob": prob, "replace": replace}
-        if exclude_edges is not None:
-            options["exclude_edges"] = self._one_type(exclude_edges, "exclude_edges")
-        frontier = sample_neighbors(self, nodes, self._one_type(fanout, "fanout"),
-                                    **options)
+        frontier = sample_neighbors(self, seed_nodes, fanout, edge_dir=edge_dir, prob=prob,
+                                    replace=replace, exclude_edges=exclude_edges)
         return frontier if output_device is None else frontier.to(output_device)
 
-    def _one_type(self, value, what: str, node: bool = False):
-        """``value`` itself, or its one entry when it is a ``{type: value}`` dict keyed by
-        the graph's one node (``node``) or edge type. Local; ``ValueError`` otherwise."""
-        if not isinstance(value, Mapping):
-            return value
-        if len(value) != 1:
-            raise ValueError(f"DistGraph has one {'node' if node else 'edge'} type; "
-                             f"{what} has {len(value)} types: {sorted(map(str, value))}")
-        (key, entry), = value.items()
-        if node:
-            self._check_type(key, [DEFAULT_NTYPE], "node")
-        else:
-            self.to_canonical_etype(key)
-        return entry
-
-    def to_canonical_etype(self, etype) -> tuple[str, str, str]:
-        """``("_N", "_E", "_N")`` for the graph's one edge type, given as ``"_E"``,
-        ``"_N:_E:_N"`` or the triple; ``ValueError`` for anything else. Local."""
-        self._check_type(etype, [DEFAULT_ETYPE[1], DEFAULT_ETYPE, DEFAULT_ETYPE_STR], "edge")
-        return DEFAULT_ETYPE
+    def to_canonical_etype(self, etype) -> CanonicalEtype:
+        """The canonical ``(src, rel, dst)`` of ``etype`` (a relation name,
+        ``"src:rel:dst"`` or the triple; ``None`` for the graph's one edge type):
+        ``("_N", "_E", "_N")`` on a homogeneous graph. Local; ``ValueError`` for an
+        unknown or ambiguous type."""
+        if etype is None and len(self._edge_policies) == 1:
+            return self.canonical_etypes[0]
+        if not self._typed:
+            if etype in (DEFAULT_ETYPE[1], DEFAULT_ETYPE, DEFAULT_ETYPE_STR):
+                return DEFAULT_ETYPE
+            raise ValueError(f"DistGraph has one edge type, {DEFAULT_ETYPE[1]!r}; got "
+                             f"{etype!r}")
+        if etype is None:
+            raise ValueError(f"DistGraph has edge types {self.canonical_etypes}: name one "
+                             f"(etype=...)")
+        return self._book.to_canonical_etype(etype)
 
     def get_ntype_id(self, ntype: str | None) -> int:
-        """0: the id of the graph's one node type. Local."""
-        self._check_type(ntype, [DEFAULT_NTYPE], "node")
-        return 0
+        """The id of node type ``ntype`` (its position in :attr:`ntypes`). Local."""
+        return self.ntypes.index(self._ntype(ntype))
 
     def get_etype_id(self, etype) -> int:
-        """0: the id of the graph's one edge type. Local."""
-        self.to_canonical_etype(etype)
-        return 0
+        """The id of edge type ``etype`` (its position in :attr:`canonical_etypes`).
+        Local."""
+        return self.canonical_etypes.index(self.to_canonical_etype(etype))
 
     def is_pinned(self) -> bool:
         """``False``: the graph is never in page-locked memory (as DGL's DistGraph)."""
@@ -556,7 +703,8 @@ class DistGraph:
 
     @property
     def is_homogeneous(self) -> bool:
-        return True
+        """Whether the graph has one node type and one edge type (as DGL's)."""
+        return len(self._node_policies) == 1 and len(self._edge_policies) == 1
 
     def barrier(self) -> None:
         """Block until every rank has called it. Collective."""
@@ -569,6 +717,10 @@ class DistGraph:
         return self._store
 
     def __repr__(self) -> str:
+        if self._typed:
+            data = (f"ntypes={self.ntypes}, etypes={self.canonical_etypes}, "
+                    f"ndata={ {t: sorted(v) for t, v in self._ndata.items()} }")
+        else:
+            data = f"ndata={sorted(self.ndata)}, edata={sorted(self.edata)}"
         return (f"DistGraph(graph_name={self._graph_name!r}, num_nodes={self.num_nodes()}, "
-                f"num_edges={self.num_edges()}, rank={self.rank()}, "
-                f"ndata={sorted(self._ndata)}, edata={sorted(self._edata)})")
+                f"num_edges={self.num_edges()}, rank={self.rank()}, {data})")

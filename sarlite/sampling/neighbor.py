@@ -20,6 +20,7 @@ from ..comm import exchange_sizes, world_size
 from ..kv.protocol import KVCall, validated
 from ..kv.routing import ask_owners
 from ..partition.book import as_id_tensor, check_etype, check_ntype
+from .typed_neighbor import has_types, sample_typed_neighbors
 
 EDGE_DIRS = ("in", "out")
 
@@ -53,7 +54,7 @@ def _excluded(exclude_edges) -> torch.Tensor | None:
 
 def _checked_seeds(g, seeds, fanout, edge_dir: str, prob: str | None) -> torch.Tensor:
     """The distinct seeds, ascending, after checking every argument (no communication)."""
-    check_fanout(fanout)
+    check_fanout(_homogeneous(fanout, check_etype))
     if edge_dir not in EDGE_DIRS:
         raise ValueError(f"edge_dir must be 'in' or 'out', got {edge_dir!r}")
     if prob is not None:
@@ -138,6 +139,7 @@ def _gather_edges(g, seeds, fanout: int, edge_dir: str, prob: str | None,
                   replace: bool, call: KVCall, exclude_edges=None) -> dgl.DGLGraph:
     ids, excluded = validated(call, lambda: (
         _checked_seeds(g, seeds, fanout, edge_dir, prob), _excluded(exclude_edges)))
+    fanout = _homogeneous(fanout, check_etype)
     owners = g.get_partition_book().nid2partid(ids)
     answers = ask_owners(ids, owners, lambda requests: _sample_owned(
         g, requests, fanout, edge_dir, prob, replace), call)
@@ -149,7 +151,7 @@ def _gather_edges(g, seeds, fanout: int, edge_dir: str, prob: str | None,
     return frontier
 
 
-def sample_neighbors(g, nodes, fanout: int, edge_dir: str = "in", prob: str | None = None,
+def sample_neighbors(g, nodes, fanout, edge_dir: str = "in", prob: str | None = None,
                      replace: bool = False, use_graphbolt: bool = False, *,
                      exclude_edges=None) -> dgl.DGLGraph:
     """Sample up to ``fanout`` in- (or out-) edges of every seed node, across partitions.
@@ -163,9 +165,10 @@ def sample_neighbors(g, nodes, fanout: int, edge_dir: str = "in", prob: str | No
         The :class:`~sarlite.sampling.DistGraph`.
     nodes:
         Global node ids (tensor, array or list, or DGL's ``{"_N": ids}``; duplicates are
-        sampled once); may be empty.
+        sampled once); may be empty. On a graph with named types, ``{ntype: ids}`` of
+        type-wise ids (see below).
     fanout:
-        Edges to pick per seed; ``-1`` picks all of them.
+        Edges to pick per seed; ``-1`` picks all of them (or ``{etype: fanout}``).
     edge_dir:
         ``"in"``: edges into the seeds; ``"out"``: edges out of them.
     prob:
@@ -193,6 +196,13 @@ def sample_neighbors(g, nodes, fanout: int, edge_dir: str = "in", prob: str | No
         Without replacement a seed gets ``min(fanout, degree)`` distinct edges (fewer
         when some are excluded); a seed without candidates gets none.
 
+    **Named types** (a heterogeneous partitioning): ``nodes`` is ``{ntype: ids}``,
+    ``fanout`` an int or ``{etype: fanout}`` naming every edge type (each edge type is
+    sampled on its own: a seed gets up to ``fanout[etype]`` edges of each type),
+    ``exclude_edges`` ``{etype: ids}``, every id type-wise; ``prob`` is refused
+    (``NotImplementedError``). The result is a heterograph with every node and edge type
+    of the graph (see :func:`~sarlite.sampling.typed_neighbor.sample_typed_neighbors`).
+
     Collective and blocking: every rank must call it, in the same order and with the same
     ``fanout``, ``edge_dir``, ``prob`` and ``replace``, also with no seeds (two row
     exchanges, plus a pull of ``prob`` values when given).
@@ -212,6 +222,9 @@ def sample_neighbors(g, nodes, fanout: int, edge_dir: str = "in", prob: str | No
         On the other ranks when one rank's arguments were bad or differ from theirs (the
         check runs before any data moves), or when a rank died.
     """
+    if has_types(g.get_partition_book()):
+        return sample_typed_neighbors(g, nodes, fanout, edge_dir, prob, replace,
+                                      exclude_edges)
     call = KVCall(f"sample_neighbors(fanout={fanout!r}, edge_dir={edge_dir!r}, "
                   f"prob={prob!r}, replace={replace!r})", "sample_neighbors")
     return _gather_edges(g, nodes, fanout, edge_dir, prob, replace, call, exclude_edges)
@@ -232,5 +245,7 @@ def in_subgraph(g, nodes) -> dgl.DGLGraph:
     CollectiveError
         On the other ranks when one rank's ids were bad, or a rank died.
     """
+    if has_types(g.get_partition_book()):
+        return sample_typed_neighbors(g, nodes, -1)
     return _gather_edges(g, nodes, -1, "in", None, False,
                          KVCall("in_subgraph", "in_subgraph"))

@@ -16,16 +16,21 @@ import torch
 from dgl.frame import LazyFeature
 
 
-def _frames(graph: dgl.DGLGraph) -> list[tuple[object, str]]:
-    """``(data view, "node"|"edge")`` of each frame of a homogeneous graph or block, in a
-    fixed order: source, destination (or node) data, then edge data."""
-    nodes = [graph.srcdata, graph.dstdata] if graph.is_block else [graph.ndata]
-    return [(view, "node") for view in nodes] + [(graph.edata, "edge")]
+def _frames(g, graph: dgl.DGLGraph) -> list[tuple[object, object, str]]:
+    """``(data view of graph, data view of g, "node"|"edge")`` for each frame of a graph or
+    block, per type, in a fixed order: source, destination (or node) data by node type,
+    then edge data by canonical edge type."""
+    if graph.is_block:
+        nodes = [(graph.srcnodes[t].data, t) for t in graph.srctypes] + \
+            [(graph.dstnodes[t].data, t) for t in graph.dsttypes]
+    else:
+        nodes = [(graph.nodes[t].data, t) for t in graph.ntypes]
+    return [(view, g.nodes[t].data, "node") for view, t in nodes] + \
+        [(graph.edges[c].data, g.edges[c].data, "edge") for c in graph.canonical_etypes]
 
 
 def _fill_graph(g, graph: dgl.DGLGraph) -> None:
-    for view, kind in _frames(graph):
-        source = g.ndata if kind == "node" else g.edata
+    for view, source, kind in _frames(g, graph):
         for key in sorted(view.keys()):
             column = view[key]
             if not isinstance(column, LazyFeature):
@@ -41,8 +46,9 @@ def _fill_graph(g, graph: dgl.DGLGraph) -> None:
 
 def fetch_lazy_features(g, result):
     """``result`` (a sampler's output: graphs, tensors, lists and tuples of them) with every
-    :class:`dgl.LazyFeature` in its graphs replaced by the rows of ``g.ndata`` /
-    ``g.edata`` it names (ids from the placeholder, else ``dgl.NID`` / ``dgl.EID``).
+    :class:`dgl.LazyFeature` in its graphs replaced by the rows of ``g``'s node / edge data
+    of the same type it names (ids from the placeholder, else ``dgl.NID`` /
+    ``dgl.EID``).
     Graphs are filled in place.
 
     Collective and blocking (one pull per placeholder): every rank calls it on a batch of
