@@ -47,14 +47,53 @@ def test_rgcn_with_batch_norm_learns(tmp_path):
     assert summary["test_acc_at_best_val"] > 0.6
 
 
+def _metrics(out_dir) -> list[dict]:
+    return [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_sampled_rgcn_learns_the_featureless_types_rows_far_above_an_mlp(tmp_path):
+    sampling = {"fanouts": [8, 8], "batch_size": 64}
+    cfg = _config(tmp_path, "sampled")
+    cfg["train"].update(epochs=12, sampling=sampling)
+    summary = spawn(_run, 2, cfg, timeout=300)[0]
+    assert summary["test_acc_at_best_val"] > 0.6, summary["test_acc_at_best_val"]
+
+
+def test_label_only_rgcn_gives_the_full_graphs_losses(tmp_path):
+    runs = {}
+    for name, label_only in (("full", False), ("label_only", True)):
+        cfg = _config(tmp_path, name, dropout=0.0, label_only=label_only)
+        cfg["train"]["epochs"] = 5
+        spawn(_run, 2, cfg, timeout=300)
+        runs[name] = _metrics(tmp_path / name)
+    for key in ("loss", "train_loss", "val_acc", "test_loss"):
+        assert [r[key] for r in runs["label_only"]] == \
+            pytest.approx([r[key] for r in runs["full"]], abs=1e-5), key
+
+
+def test_resuming_an_rgcn_reproduces_the_uninterrupted_run_bit_for_bit(tmp_path):
+    def config(name, epochs, resume=False):
+        cfg = _config(tmp_path, name)
+        cfg["train"].update(epochs=epochs, checkpoint_every=2, resume=resume)
+        return cfg
+    for cfg in (config("a", 4), config("b", 2), config("b", 4, resume=True)):
+        spawn(_run, 2, cfg, timeout=300)
+    exact = ("loss", "train_loss", "val_acc", "test_loss", "test_acc")
+    a, b = _metrics(tmp_path / "a"), _metrics(tmp_path / "b")
+    assert [r["epoch"] for r in b] == list(range(4))
+    assert [[r[k] for k in exact] for r in a] == [[r[k] for k in exact] for r in b]
+    assert sorted(p.name for p in (tmp_path / "b").glob("checkpoint*")) == [
+        "checkpoint.e4.rank0.pt", "checkpoint.e4.rank1.pt", "checkpoint.pt"]
+
+
 @pytest.mark.parametrize("change, message", [
     ({"model": {"type": "gcn"}}, "model.type=gcn"),
-    ({"model": {"type": "rgcn", "label_only": True}}, "model.label_only"),
-    ({"train": {"checkpoint_every": 5}}, "train.checkpoint_every"),
-    ({"train": {"sampling": {"fanouts": [5, 5], "batch_size": 8}}}, "train.sampling"),
+    ({"model": {"type": "mlp", "label_only": True}}, "model.label_only with model.type=mlp"),
+    ({"train": {"checkpoint_every": 5, "sampling": {"fanouts": [5, 5], "batch_size": 8}}},
+     "train.checkpoint_every / train.resume with train.sampling"),
 ])
-def test_what_heterogeneous_datasets_do_not_support_yet_is_one_clear_error(tmp_path, change,
-                                                                          message):
+def test_what_heterogeneous_datasets_do_not_support_is_one_clear_error(tmp_path, change,
+                                                                      message):
     cfg = _config(tmp_path, "x")
     for section, values in change.items():
         cfg[section] = {**cfg.get(section, {}), **values}

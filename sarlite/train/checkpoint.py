@@ -1,4 +1,12 @@
-"""Checkpoints: model, optimizer, epoch, every rank's RNG state and the config hash."""
+"""Checkpoints: model, optimizer, epoch, every rank's RNG state and the config hash.
+
+Rank 0 writes ``checkpoint.pt``. A model with parameters of its own on each rank (the
+learned rows of a heterogeneous graph's featureless types, held by their owners) is
+saved by every rank too: ``checkpoint.e<epoch>.rank<r>.pt`` holds rank ``r``'s model and
+optimizer state, written before ``checkpoint.pt`` names that epoch, and the files of
+older epochs are removed after it. So a run killed while saving resumes from the last
+complete checkpoint.
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,9 +16,42 @@ import torch
 from .. import comm
 from ..partition.files import atomic_write
 from .config import Config, ConfigError
+from .models import replicated
 from .outputs import CURVES, METRICS, SUMMARY, on_rank0
 
 FILE = "checkpoint.pt"
+
+
+def _rank_file(out_dir: Path, epoch: int, rank: int) -> Path:
+    return out_dir / f"checkpoint.e{epoch}.rank{rank}.pt"
+
+
+def _rank_files(out_dir: Path, rank: int | None = None) -> list[Path]:
+    return sorted(out_dir.glob(f"checkpoint.e*.rank{'*' if rank is None else rank}.pt"))
+
+
+def has_rank_state(model) -> bool:
+    """Whether ``model`` has parameters outside its replicated part (each rank's own)."""
+    shared = {id(p) for p in replicated(model).parameters()}
+    return any(id(p) not in shared for p in model.parameters())
+
+
+def _save_rank_state(out_dir: Path, epoch: int, model, optimizer, rank: int) -> None:
+    """Every rank writes its own model and optimizer state; every rank raises when one
+    failed. Collective."""
+    error = None
+    try:
+        state = {"epoch": epoch, "model": model.state_dict(),
+                 "optimizer": optimizer.state_dict()}
+        atomic_write(_rank_file(out_dir, epoch, rank), lambda tmp: torch.save(state, tmp))
+    except OSError as err:
+        error = err
+    failed = [(r, e) for r, e in enumerate(comm.all_gather_object(
+        None if error is None else str(error), "checkpoint")) if e is not None]
+    if error is not None:
+        raise error
+    if failed:
+        raise OSError(f"rank {failed[0][0]} could not write its checkpoint: {failed[0][1]}")
 
 
 def trajectory_hash(cfg: Config) -> str:
@@ -32,13 +73,20 @@ def save(out_dir: Path, cfg: Config, epoch: int, model, optimizer, best: dict,
         "no space left on device while writing <out_dir>/checkpoint.pt".
     """
     rng = comm.all_gather_object(torch.get_rng_state(), "checkpoint")
+    per_rank = has_rank_state(model)
+    if per_rank:
+        _save_rank_state(out_dir, epoch, model, optimizer, rank)
 
     def write() -> None:
-        payload = {"epoch": epoch, "model": model.state_dict(),
-                   "optimizer": optimizer.state_dict(), "rng": rng, "best": best,
+        payload = {"epoch": epoch, "rng": rng, "best": best, "per_rank": per_rank,
                    "config_hash": trajectory_hash(cfg), "world_size": len(rng)}
+        if not per_rank:
+            payload.update(model=model.state_dict(), optimizer=optimizer.state_dict())
         atomic_write(out_dir / FILE, lambda tmp: torch.save(payload, tmp))
     on_rank0(write, rank, "checkpoint_written")
+    for old in _rank_files(out_dir, rank):
+        if old != _rank_file(out_dir, epoch, rank):
+            old.unlink(missing_ok=True)
 
 
 def start_fresh(out_dir: Path, overwrite: bool) -> list[Path]:
@@ -63,31 +111,34 @@ def start_fresh(out_dir: Path, overwrite: bool) -> list[Path]:
                               f"to start over")
         return []
     removed = [out_dir / name for name in (FILE, METRICS, SUMMARY, CURVES)
-               if (out_dir / name).exists()]
+               if (out_dir / name).exists()] + _rank_files(out_dir)
     for old in removed:
         old.unlink()
     return removed
 
 
 def load(out_dir: Path, cfg: Config, model, optimizer, rank: int, world_size: int) -> tuple:
-    """Restore a checkpoint; returns ``(next_epoch, best)``. Every rank calls it.
+    """Restore a checkpoint; returns ``(next_epoch, best)``. Collective: every rank calls
+    it, and when one rank cannot load its part, every rank raises.
 
     Raises
     ------
     ConfigError
-        No checkpoint, a corrupt one, or one made with another config or world size.
+        No checkpoint, a corrupt one (or a rank's missing or corrupt state file), or one
+        made with another config or world size.
     """
-    path = out_dir / FILE
-    if not path.is_file():
-        raise ConfigError(f"train.resume is set but {path} does not exist")
+    payload, error = None, None
     try:
-        payload = torch.load(path, map_location="cpu")
-        keys = ("epoch", "model", "optimizer", "rng", "best", "config_hash", "world_size")
-        missing = [k for k in keys if k not in payload]
-        if missing:
-            raise KeyError(f"missing {missing}")
-    except Exception as err:  # torch raises many kinds for a damaged file
-        raise ConfigError(f"checkpoint {path} is corrupt or unreadable: {err}") from None
+        payload = _read(out_dir, rank)
+    except ConfigError as err:
+        error = err
+    failed = [(r, e) for r, e in enumerate(comm.all_gather_object(
+        None if error is None else str(error), "checkpoint")) if e is not None]
+    if error is not None:
+        raise error
+    if failed:
+        raise ConfigError(f"rank {failed[0][0]} cannot resume: {failed[0][1]}")
+    path = out_dir / FILE
     if payload["world_size"] != world_size:
         raise ConfigError(f"checkpoint {path} was written by {payload['world_size']} "
                           f"workers; resume with the same number (got {world_size})")
@@ -99,3 +150,29 @@ def load(out_dir: Path, cfg: Config, model, optimizer, rank: int, world_size: in
     optimizer.load_state_dict(payload["optimizer"])
     torch.set_rng_state(payload["rng"][rank])
     return payload["epoch"], payload["best"]
+
+
+def _read(out_dir: Path, rank: int) -> dict:
+    """The checkpoint as this rank needs it (with its own state file when there are
+    per-rank files). Local; ``ConfigError`` when missing or unreadable."""
+    path = out_dir / FILE
+    if not path.is_file():
+        raise ConfigError(f"train.resume is set but {path} does not exist")
+    try:
+        payload = torch.load(path, map_location="cpu")
+        missing = [k for k in ("epoch", "rng", "best", "config_hash", "world_size")
+                   if k not in payload]
+        if missing:
+            raise KeyError(f"missing {missing}")
+        if payload.get("per_rank"):
+            path = _rank_file(out_dir, payload["epoch"], rank)
+            if not path.is_file():
+                raise FileNotFoundError(f"{out_dir / FILE} names epoch {payload['epoch']}, "
+                                        f"but this rank's state {path.name} does not exist")
+            payload.update(torch.load(path, map_location="cpu"))
+        missing = [k for k in ("model", "optimizer") if k not in payload]
+        if missing:
+            raise KeyError(f"missing {missing}")
+    except Exception as err:  # torch raises many kinds for a damaged file
+        raise ConfigError(f"checkpoint {path} is corrupt or unreadable: {err}") from None
+    return payload

@@ -17,8 +17,8 @@ from ..partition import HeteroPartitionData, PartitionData, load_partition_data
 from ..partition.files import remove_stale_temporaries
 from . import checkpoint
 from .config import Config, ConfigError
-from .models import (HeteroClassifier, OwnedEmbeddings, build_model, graphs_needed,
-                     replicated)
+from .models import (HeteroClassifier, OwnedEmbeddings, SampledEmbeddings, build_model,
+                     graphs_needed, replicated)
 from .nonfinite import check_features, check_step
 from .outputs import MetricsLog, on_rank0, plot_curves, write_summary
 from .partitions import prepare_partitions
@@ -31,12 +31,20 @@ log = logging.getLogger("sarlite.train")
 
 @dataclass
 class Batch:
-    """What one full-graph pass reads: graphs, input rows, labels and masks of its outputs."""
+    """What one pass reads: graphs, input rows, labels and masks of its outputs, and
+    (heterogeneous graphs, on message-flow graphs or sampled blocks) the input nodes
+    ``{ntype: ids}`` whose learned rows the featureless types feed in."""
 
     graphs: list
-    x: torch.Tensor
+    x: torch.Tensor | dict
     labels: torch.Tensor
     masks: dict[str, torch.Tensor]
+    rows: dict | None = None
+
+
+def _forward(model, batch: Batch) -> torch.Tensor:
+    return model(batch.graphs, batch.x) if batch.rows is None else \
+        model(batch.graphs, batch.x, rows=batch.rows)
 
 
 def _global(values: list[float]) -> torch.Tensor:
@@ -103,16 +111,17 @@ def _check_hetero(cfg: Config, hetero: bool) -> None:
                               f"mag_like); {name!r} is homogeneous")
         return
     limits = {f"model.type={cfg.model.type}": cfg.model.type not in HETERO_MODELS,
-              "model.label_only": cfg.model.label_only,
-              "train.sampling": cfg.train.sampling is not None,
-              "train.checkpoint_every / train.resume": bool(cfg.train.checkpoint_every
-                                                           or cfg.train.resume)}
+              "model.label_only with model.type=mlp (it reads no graph)":
+                  cfg.model.label_only and cfg.model.type == "mlp",
+              "train.checkpoint_every / train.resume with train.sampling":
+                  bool(cfg.train.checkpoint_every or cfg.train.resume)
+                  and cfg.train.sampling is not None}
     refused = [setting for setting, on in limits.items() if on]
     if refused:
         raise ConfigError(f"dataset {name!r} is heterogeneous: {', '.join(refused)} "
                           f"{'is' if len(refused) == 1 else 'are'} not supported for "
-                          f"heterogeneous graphs yet (use model.type rgcn or mlp, "
-                          f"full-batch, without checkpoints)")
+                          f"heterogeneous graphs (use model.type rgcn or mlp; checkpoints "
+                          f"in full-graph training)")
 
 
 def _build_hetero_batch(cfg: Config, data: HeteroPartitionData) -> tuple[Batch, str, int]:
@@ -143,19 +152,30 @@ def _build_hetero_batch(cfg: Config, data: HeteroPartitionData) -> tuple[Batch, 
     labels = feats["label"][target].long()
     top = comm.all_reduce(torch.tensor([int(labels.max()) if labels.numel() else 0]), "max",
                           kind="num_classes")
-    g = construct_full_graph(data, **_engine(cfg))
-    batch = Batch([g] * cfg.model.layers, x, labels,
-                  {s: feats[f"{s}_mask"][target].bool() for s in SPLITS})
+    masks = {s: feats[f"{s}_mask"][target].bool() for s in SPLITS}
+    if cfg.model.label_only:
+        seeds = torch.nonzero(masks["train"] | masks["val"] | masks["test"]).squeeze(1)
+        mfgs = construct_mfgs(data, {target: seeds}, cfg.model.layers, **_engine(cfg))
+        inputs, out = mfgs[0].input_nodes, mfgs[-1].output_nodes[target]
+        batch = Batch(mfgs, {t: v[inputs[t]] for t, v in x.items()}, labels[out],
+                      {s: m[out] for s, m in masks.items()}, rows=inputs)
+    else:
+        g = construct_full_graph(data, **_engine(cfg))
+        batch = Batch([g] * cfg.model.layers, x, labels, masks)
     return batch, target, int(top) + 1
 
 
 def _hetero_model(cfg: Config, data: HeteroPartitionData, batch: Batch, target: str,
-                  num_classes: int) -> HeteroClassifier:
-    """The classifier of a heterogeneous dataset, with this worker's embedding rows for
-    the node types without features (R-GCN only)."""
+                  num_classes: int, loader=None) -> HeteroClassifier:
+    """The classifier of a heterogeneous dataset, with learned input rows for the node
+    types without features (R-GCN only): this worker's own rows in full-graph training,
+    DistEmbeddings over the loader's graph in sampled training (collective then)."""
     featureless = [t for t in data.ntypes if t not in batch.x]
     embeddings = None
-    if featureless and cfg.model.type == "rgcn":
+    if featureless and cfg.model.type == "rgcn" and loader is not None:
+        embeddings = SampledEmbeddings(loader.g, featureless, cfg.model.hidden,
+                                       cfg.train.seed, cfg.optim.lr)
+    elif featureless and cfg.model.type == "rgcn":
         book = data.partition_book
         embeddings = OwnedEmbeddings({t: data.owned_range(t) for t in featureless},
                                      {t: book._num_nodes(t) for t in featureless},
@@ -165,12 +185,13 @@ def _hetero_model(cfg: Config, data: HeteroPartitionData, batch: Batch, target: 
 
 
 def _train_step(model, optimizer, batch: Batch, num_train: float, epoch: int | None,
-                step: int | None = None) -> float:
+                step: int | None = None, sparse=None) -> float:
     """One optimizer step; the global loss. Collective. ``epoch`` (and ``step``) name the
     step in the error a non-finite loss or gradient raises on every rank before the update
-    (``epoch=None``: no check, train.allow_nonfinite)."""
+    (``epoch=None``: no check, train.allow_nonfinite). ``sparse``: learned rows outside
+    the model's parameters (:class:`SampledEmbeddings`), stepped after the optimizer."""
     model.train()
-    logits = model(batch.graphs, batch.x)
+    logits = _forward(model, batch)
     mask = batch.masks["train"]
     loss = F.cross_entropy(logits[mask], batch.labels[mask], reduction="sum") / num_train
     optimizer.zero_grad()
@@ -180,27 +201,44 @@ def _train_step(model, optimizer, batch: Batch, num_train: float, epoch: int | N
     if epoch is not None:
         check_step(value, model, epoch, step)
     optimizer.step()
+    if sparse is not None:
+        sparse.step()
     return value
 
 
-def _sampled_epoch(model, optimizer, loader, epoch: int | None) -> float:
+def _sampled_epoch(model, optimizer, loader, epoch: int | None, target: str | None = None,
+                   sparse=None) -> float:
     """One pass over the sampled batches (a step each); the mean of the steps' global
-    losses. Collective: every rank gets the same number of batches from the loader."""
+    losses. ``target``: the labelled type of a heterogeneous graph. Collective: every
+    rank gets the same number of batches from the loader."""
     losses = []
-    for step, (_, output_nodes, blocks) in enumerate(loader):
-        count = float(_global([float(output_nodes.numel())])[0])
-        batch = Batch(blocks, blocks[0].srcdata["feat"].float(),
-                      blocks[-1].dstdata["label"].long(),
-                      {"train": torch.ones(output_nodes.numel(), dtype=torch.bool)})
-        losses.append(_train_step(model, optimizer, batch, count, epoch, step))
+    for step, (input_nodes, output_nodes, blocks) in enumerate(loader):
+        batch = _sampled_batch(input_nodes, blocks, target)
+        count = float(_global([float(batch.labels.numel())])[0])
+        losses.append(_train_step(model, optimizer, batch, count, epoch, step, sparse))
     return sum(losses) / len(losses)
+
+
+def _sampled_batch(input_nodes, blocks: list, target: str | None) -> Batch:
+    """The training batch of one sampled mini-batch: every output node is a training
+    node; heterogeneous inputs ``{ntype: feat}`` of the types that have features."""
+    if target is None:
+        labels = blocks[-1].dstdata["label"].long()
+        return Batch(blocks, blocks[0].srcdata["feat"].float(), labels,
+                     {"train": torch.ones(labels.numel(), dtype=torch.bool)})
+    first = blocks[0]
+    x = {t: first.srcnodes[t].data["feat"].float() for t in first.srctypes
+         if "feat" in first.srcnodes[t].data}
+    labels = blocks[-1].dstnodes[target].data["label"].long()
+    return Batch(blocks, x, labels, {"train": torch.ones(labels.numel(), dtype=torch.bool)},
+                 rows=input_nodes)
 
 
 @torch.no_grad()
 def _evaluate(model, batch: Batch) -> dict:
     """Global loss and accuracy of each split from one full-graph pass (collective)."""
     model.eval()
-    logits = model(batch.graphs, batch.x)
+    logits = _forward(model, batch)
     values = []
     for split in SPLITS:
         mask = batch.masks[split]
@@ -279,6 +317,7 @@ def run(cfg: Config) -> dict:
         data = load_partition_data(part_config)    # read once: evaluation and sampling
     hetero = isinstance(data, HeteroPartitionData)
     _check_hetero(cfg, hetero)
+    target = None                   # the labelled node type of a heterogeneous graph
     if hetero:
         batch, target, num_classes = _build_hetero_batch(cfg, data)
     else:
@@ -287,11 +326,13 @@ def run(cfg: Config) -> dict:
     if num_train == 0:
         raise ConfigError(f"dataset {cfg.dataset.name!r} has no training nodes")
 
-    loader = sampled_loader(cfg, data, rank) if cfg.train.sampling else None
+    loader = sampled_loader(cfg, data, rank, target) if cfg.train.sampling else None
     torch.manual_seed(cfg.train.seed)
     install_dgl_dispatch()          # attention layers' edge_softmax on sarlite graphs
-    model = _hetero_model(cfg, data, batch, target, num_classes) if hetero \
+    model = _hetero_model(cfg, data, batch, target, num_classes, loader) if hetero \
         else build_model(cfg.model, in_dim, num_classes)
+    sparse = model.embeddings if isinstance(getattr(model, "embeddings", None),
+                                            SampledEmbeddings) else None
     del data          # the batch and the loader's DistGraph keep the tensors they need
     comm.sync_params(replicated(model))
     optimizer = _make_optimizer(cfg, model)
@@ -312,7 +353,8 @@ def run(cfg: Config) -> dict:
         # "loss": the training pass (dropout on, before the step); evaluation adds
         # "{split}_loss" / "{split}_acc" from a separate pass after the step
         row = {"epoch": epoch,
-               "loss": _sampled_epoch(model, optimizer, loader, guard) if loader is not None
+               "loss": _sampled_epoch(model, optimizer, loader, guard, target, sparse)
+               if loader is not None
                else _train_step(model, optimizer, batch, num_train, guard),
                "train_time": time.perf_counter() - tick}       # without the evaluation
         if (epoch + 1) % cfg.train.eval_every == 0 or epoch + 1 == cfg.train.epochs:

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..core import DistributedBatchNorm1d, HeteroBatchNorm1d
+from ..kv import DistEmbedding, SparseAdam
 from .config import ModelConfig
 
 
@@ -133,37 +134,81 @@ class RelGraphConv(nn.Module):
         return {t: out[t] + h if t in out else h for t, h in self_loop.items()}
 
 
+def _seeded_tables(totals: dict[str, int], dim: int, seed: int):
+    """``(ntype, (totals[ntype], dim) table)`` in type-name order, drawn from one seeded
+    generator: the initial input rows of the featureless types, whatever the
+    partitioning and whichever class holds them."""
+    gen = torch.Generator().manual_seed(seed)
+    for ntype in sorted(totals):
+        yield ntype, torch.randn(totals[ntype], dim, generator=gen) * dim ** -0.5
+
+
 class OwnedEmbeddings(nn.Module):
-    """Learnable input rows for the node types without features: on every worker, the
-    rows of the nodes it owns (so each row has one owner and gets its whole gradient
-    there; these parameters are never all-reduced). Rows are drawn from one seeded
-    table of the whole graph, so they do not depend on the partitioning."""
+    """Learnable input rows for the node types without features, in full-graph training:
+    on every worker, the rows of the nodes it owns (so each row has one owner and gets
+    its whole gradient there; these parameters are never all-reduced).
+
+    ``forward(rows=None)`` gives ``{ntype: owned rows}``, or with ``rows`` (``{ntype:
+    local ids}``, the input nodes of message-flow graphs) those rows only.
+    """
 
     def __init__(self, owned: dict[str, tuple[int, int]], totals: dict[str, int], dim: int,
                  seed: int):
         super().__init__()
-        gen = torch.Generator().manual_seed(seed)
         self.rows = nn.ParameterDict()
-        for ntype in sorted(owned):
-            table = torch.randn(totals[ntype], dim, generator=gen) * dim ** -0.5
+        for ntype, table in _seeded_tables(totals, dim, seed):
             self.rows[ntype] = nn.Parameter(table[slice(*owned[ntype])].clone())
 
-    def forward(self) -> dict:
-        return dict(self.rows.items())
+    def forward(self, rows: dict | None = None) -> dict:
+        return {t: v if rows is None else v[rows[t]] for t, v in self.rows.items()}
+
+
+class SampledEmbeddings:
+    """Learnable input rows for the node types without features, in sampled training:
+    a :class:`~sarlite.kv.DistEmbedding` per type over the graph's KV store (initial
+    rows as :class:`OwnedEmbeddings`'), trained by :class:`~sarlite.kv.SparseAdam`.
+
+    ``embeddings(rows)`` pulls the rows of the global ids ``{ntype: ids}`` (a
+    collective: every rank calls it for every batch) and records them for :meth:`step`;
+    ``embeddings()`` gives this rank's owned rows (the full-graph evaluation's inputs,
+    without gradient). :meth:`step` sends the recorded gradients to the rows' owners and
+    updates them (a collective after every backward pass).
+    """
+
+    def __init__(self, graph, ntypes: list[str], dim: int, seed: int, lr: float):
+        totals = {t: graph.num_nodes(t) for t in ntypes}
+        self.tables = {ntype: DistEmbedding(
+            totals[ntype], dim, f"rgcn_input_{ntype}",
+            init_func=lambda shape, dtype, ids, table=table: table[ids],
+            part_policy=graph.get_node_partition_policy(ntype))
+            for ntype, table in _seeded_tables(totals, dim, seed)}
+        self.optimizer = SparseAdam(list(self.tables.values()), lr=lr)
+
+    def __call__(self, rows: dict | None = None) -> dict:
+        if rows is None:
+            return {t: e.weight.local_partition for t, e in self.tables.items()}
+        return {t: e(rows[t]) for t, e in self.tables.items()}
+
+    def step(self) -> None:
+        self.optimizer.step()
 
 
 class HeteroClassifier(nn.Module):
     """Classifies the nodes of one ``target`` type of a heterogeneous graph: R-GCN layers
     over every relation (``rgcn``), or an MLP on the target's features alone (``mlp``).
 
-    ``forward(graphs, x)`` takes ``{ntype: features}`` of the types that have features
-    and returns ``(owned target nodes, num_classes)``. :attr:`replicated` is the part
-    that is the same on every worker (its gradients are all-reduced); the embeddings of
-    featureless types (``embeddings``) are this worker's own rows.
+    ``forward(graphs, x, rows=None)`` takes ``{ntype: features}`` of the types that have
+    features (and, for message-flow graphs or sampled blocks, ``rows``: the input nodes
+    ``{ntype: ids}`` whose embedding rows the first graph reads) and returns ``(target
+    nodes of the last graph, num_classes)``. :attr:`replicated` is the part that is the
+    same on every worker (its gradients are all-reduced); the embeddings of featureless
+    types (``embeddings``) are this worker's own rows or, in sampled training, rows of a
+    :class:`SampledEmbeddings`.
     """
 
     def __init__(self, cfg: ModelConfig, in_dims: dict[str, int], num_classes: int,
-                 relations: list, target: str, embeddings: OwnedEmbeddings | None):
+                 relations: list, target: str,
+                 embeddings: OwnedEmbeddings | SampledEmbeddings | None):
         super().__init__()
         self.cfg, self.target = cfg, target
         self.embeddings = embeddings
@@ -183,13 +228,14 @@ class HeteroClassifier(nn.Module):
             [HeteroBatchNorm1d(cfg.hidden, ntypes) for _ in range(cfg.layers - 1)]
             if cfg.batch_norm else [])
 
-    def forward(self, graphs, x: dict) -> torch.Tensor:
+    def forward(self, graphs, x: dict, rows: dict | None = None) -> torch.Tensor:
         parts = self.replicated
-        if self.cfg.type == "mlp":
-            return parts["mlp"](F.dropout(x[self.target], self.cfg.dropout, self.training))
+        if self.cfg.type == "mlp":     # the target rows of the last graph come first
+            own = x[self.target][:graphs[-1].num_dst_nodes(self.target)]
+            return parts["mlp"](F.dropout(own, self.cfg.dropout, self.training))
         h = {t: parts["inputs"][t](v) for t, v in x.items()}
         if self.embeddings is not None:
-            h.update(self.embeddings())
+            h.update(self.embeddings(rows))
         for i, layer in enumerate(parts["layers"]):
             h = layer(graphs[i], {t: F.dropout(v, self.cfg.dropout, self.training)
                                   for t, v in h.items()})

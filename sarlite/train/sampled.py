@@ -2,23 +2,28 @@
 
 With ``train.sampling`` set, each epoch walks this rank's even share of the training
 nodes (:func:`sarlite.sampling.node_split`) in shuffled batches of
-``train.sampling.batch_size`` seeds; each batch carries one sampled block per layer with
-``feat`` on the input nodes and ``label`` on the seeds, pulled through the KV layer.
+``train.sampling.batch_size`` seeds (of the labelled type, on a heterogeneous graph);
+each batch carries one sampled block per layer with ``feat`` on the input nodes (of the
+types that have it) and ``label`` on the seeds, pulled through the KV layer.
 Evaluation stays one exact full-graph pass (:mod:`sarlite.train.loop`).
 """
 from __future__ import annotations
 
 import dgl
 
-from ..partition import PartitionData
+from ..partition import HeteroPartitionData, PartitionData
 from ..sampling import DistGraph, DistNeighborSampler, DistNodeDataLoader, node_split
 from .config import Config
 
 
-def sampled_loader(cfg: Config, data: PartitionData, rank: int) -> DistNodeDataLoader:
+def sampled_loader(cfg: Config, data: PartitionData | HeteroPartitionData, rank: int,
+                   target: str | None = None) -> DistNodeDataLoader:
     """The loader of sampled training batches for this rank, over ``data``: the
     partition the loop loaded for the full-graph evaluation (its feature rows become the
-    KV store's rows, not copies; nothing is read from disk again).
+    KV store's rows, not copies; nothing is read from disk again). ``target``: the
+    labelled node type of a heterogeneous graph, whose training nodes are the seeds
+    (``{target: ids}``); ``feat`` is then prefetched for every type that has it, and
+    each fanout applies to every edge type. ``loader.g`` is the :class:`DistGraph`.
 
     The run owns the process's default KV store: the graph makes a new one
     (``replace_kvstore=True``), so an earlier run in the same process over another
@@ -29,7 +34,12 @@ def sampled_loader(cfg: Config, data: PartitionData, rank: int) -> DistNodeDataL
     the training mask, the loader's size exchange), and every batch is a collective.
     """
     graph = DistGraph.from_partition_data(data, replace_kvstore=True)
-    train_nids = node_split(graph.ndata["train_mask"], graph.get_partition_book())
+    book = graph.get_partition_book()
+    if target is None:
+        train_nids = node_split(graph.ndata["train_mask"], book)
+    else:
+        train_nids = {target: node_split(graph.nodes[target].data["train_mask"], book,
+                                         ntype=target)}
     sampler = DistNeighborSampler(cfg.train.sampling.fanouts, prefetch_node_feats=["feat"],
                                   prefetch_labels=["label"])
     dgl.seed(cfg.train.seed * 1000 + rank)
