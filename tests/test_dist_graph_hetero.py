@@ -71,11 +71,20 @@ def _queries(rank, world, config):
     return out
 
 
-@pytest.fixture(scope="module", params=[1, 2, 3], ids=lambda w: f"world{w}")
+def _dgl_writer(g, name, world, out, return_mapping):
+    return dgl.distributed.partition_graph(g, name, world, out, part_method="random",
+                                           return_mapping=return_mapping)
+
+
+CASES = {"sarlite1": (1, sarlite.partition_graph), "sarlite3": (3, sarlite.partition_graph),
+         "dgl2": (2, _dgl_writer)}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
 def run(request, tmp_path_factory):
-    world, g = request.param, _graph()
+    (world, writer), g = CASES[request.param], _graph()
     out = tmp_path_factory.mktemp("hetero")
-    orig_nids, orig_eids = sarlite.partition_graph(g, "g", world, out, return_mapping=True)
+    orig_nids, orig_eids = writer(g, "g", world, str(out), return_mapping=True)
     config = str(out / "g.json")
     results = [_queries(0, 1, config)] if world == 1 else \
         spawn(_queries, world, config, timeout=240)

@@ -5,10 +5,13 @@ learned rows of a heterogeneous graph's featureless types, held by their owners)
 saved by every rank too: ``checkpoint.e<epoch>.rank<r>.pt`` holds rank ``r``'s model and
 optimizer state, written before ``checkpoint.pt`` names that epoch, and the files of
 older epochs are removed after it. So a run killed while saving resumes from the last
-complete checkpoint.
+complete checkpoint. Learned rows kept in the KV store (sampled training's
+:class:`~sarlite.train.models.SampledEmbeddings`) are saved the same way, by all ranks
+together, under ``embeddings.e<epoch>/``.
 """
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import torch
@@ -28,6 +31,14 @@ def _rank_file(out_dir: Path, epoch: int, rank: int) -> Path:
 
 def _rank_files(out_dir: Path, rank: int | None = None) -> list[Path]:
     return sorted(out_dir.glob(f"checkpoint.e*.rank{'*' if rank is None else rank}.pt"))
+
+
+def _sparse_dir(out_dir: Path, epoch: int) -> Path:
+    return out_dir / f"embeddings.e{epoch}"
+
+
+def _sparse_dirs(out_dir: Path) -> list[Path]:
+    return sorted(out_dir.glob("embeddings.e*"))
 
 
 def has_rank_state(model) -> bool:
@@ -62,9 +73,11 @@ def trajectory_hash(cfg: Config) -> str:
 
 
 def save(out_dir: Path, cfg: Config, epoch: int, model, optimizer, best: dict,
-         rank: int) -> None:
+         rank: int, sparse=None) -> None:
     """Write ``out_dir/checkpoint.pt`` atomically. Rank 0 writes; collective: every rank
-    calls it, sends rank 0 its RNG state, and raises if the writing failed.
+    calls it, sends rank 0 its RNG state, and raises if the writing failed. ``sparse``:
+    learned rows outside the model (:class:`~sarlite.train.models.SampledEmbeddings`),
+    saved first.
 
     Raises
     ------
@@ -76,9 +89,12 @@ def save(out_dir: Path, cfg: Config, epoch: int, model, optimizer, best: dict,
     per_rank = has_rank_state(model)
     if per_rank:
         _save_rank_state(out_dir, epoch, model, optimizer, rank)
+    if sparse is not None:
+        sparse.save(_sparse_dir(out_dir, epoch))
 
     def write() -> None:
         payload = {"epoch": epoch, "rng": rng, "best": best, "per_rank": per_rank,
+                   "sparse": sparse is not None,
                    "config_hash": trajectory_hash(cfg), "world_size": len(rng)}
         if not per_rank:
             payload.update(model=model.state_dict(), optimizer=optimizer.state_dict())
@@ -87,6 +103,10 @@ def save(out_dir: Path, cfg: Config, epoch: int, model, optimizer, best: dict,
     for old in _rank_files(out_dir, rank):
         if old != _rank_file(out_dir, epoch, rank):
             old.unlink(missing_ok=True)
+    if rank == 0:
+        for old in _sparse_dirs(out_dir):
+            if old != _sparse_dir(out_dir, epoch):
+                shutil.rmtree(old, ignore_errors=True)
 
 
 def start_fresh(out_dir: Path, overwrite: bool) -> list[Path]:
@@ -114,12 +134,17 @@ def start_fresh(out_dir: Path, overwrite: bool) -> list[Path]:
                if (out_dir / name).exists()] + _rank_files(out_dir)
     for old in removed:
         old.unlink()
+    for old in _sparse_dirs(out_dir):
+        shutil.rmtree(old)
+        removed.append(old)
     return removed
 
 
-def load(out_dir: Path, cfg: Config, model, optimizer, rank: int, world_size: int) -> tuple:
-    """Restore a checkpoint; returns ``(next_epoch, best)``. Collective: every rank calls
-    it, and when one rank cannot load its part, every rank raises.
+def load(out_dir: Path, cfg: Config, model, optimizer, rank: int, world_size: int,
+         sparse=None) -> tuple:
+    """Restore a checkpoint (and ``sparse``'s rows, see :func:`save`); returns
+    ``(next_epoch, best)``. Collective: every rank calls it, and when one rank cannot load
+    its part, every rank raises.
 
     Raises
     ------
@@ -146,6 +171,12 @@ def load(out_dir: Path, cfg: Config, model, optimizer, rank: int, world_size: in
         raise ConfigError(f"checkpoint {path} was written with a different dataset, "
                           f"partition, model, optimizer, seed or sampling settings; resume with "
                           f"that config")
+    if sparse is not None:
+        try:
+            sparse.load(_sparse_dir(out_dir, payload["epoch"]))
+        except (OSError, ValueError) as err:
+            raise ConfigError(f"checkpoint {path}: its learned rows cannot be loaded: "
+                              f"{err}") from None
     model.load_state_dict(payload["model"])
     optimizer.load_state_dict(payload["optimizer"])
     torch.set_rng_state(payload["rng"][rank])

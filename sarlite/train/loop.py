@@ -112,16 +112,13 @@ def _check_hetero(cfg: Config, hetero: bool) -> None:
         return
     limits = {f"model.type={cfg.model.type}": cfg.model.type not in HETERO_MODELS,
               "model.label_only with model.type=mlp (it reads no graph)":
-                  cfg.model.label_only and cfg.model.type == "mlp",
-              "train.checkpoint_every / train.resume with train.sampling":
-                  bool(cfg.train.checkpoint_every or cfg.train.resume)
-                  and cfg.train.sampling is not None}
+                  cfg.model.label_only and cfg.model.type == "mlp"}
     refused = [setting for setting, on in limits.items() if on]
     if refused:
         raise ConfigError(f"dataset {name!r} is heterogeneous: {', '.join(refused)} "
                           f"{'is' if len(refused) == 1 else 'are'} not supported for "
-                          f"heterogeneous graphs (use model.type rgcn or mlp; checkpoints "
-                          f"in full-graph training)")
+                          f"heterogeneous graphs (use model.type rgcn, or mlp without "
+                          f"label_only)")
 
 
 def _build_hetero_batch(cfg: Config, data: HeteroPartitionData) -> tuple[Batch, str, int]:
@@ -338,7 +335,7 @@ def run(cfg: Config) -> dict:
     optimizer = _make_optimizer(cfg, model)
     start, best = 0, {"val_acc": -1.0, "test_acc": None, "epoch": None}
     if cfg.train.resume:
-        start, best = checkpoint.load(out_dir, cfg, model, optimizer, rank, world)
+        start, best = checkpoint.load(out_dir, cfg, model, optimizer, rank, world, sparse)
     else:
         torch.manual_seed(cfg.train.seed * 1000 + rank)   # this rank's dropout stream
     metrics = on_rank0(lambda: MetricsLog(out_dir, start), rank, "open_metrics")
@@ -371,7 +368,7 @@ def run(cfg: Config) -> dict:
                             val_acc=f"{row.get('val_acc', float('nan')):.3f}",
                             epoch_s=f"{row['epoch_time']:.2f}")
         if cfg.train.checkpoint_every and (epoch + 1) % cfg.train.checkpoint_every == 0:
-            checkpoint.save(out_dir, cfg, epoch + 1, model, optimizer, best, rank)
+            checkpoint.save(out_dir, cfg, epoch + 1, model, optimizer, best, rank, sparse)
     bar.close()
     summary = {"best_val_acc": best["val_acc"], "test_acc_at_best_val": best["test_acc"],
                "best_epoch": best["epoch"], "num_classes": num_classes,

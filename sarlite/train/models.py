@@ -7,13 +7,15 @@ a ``DistributedBlock`` or MFGs.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import dgl.nn as dglnn
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..core import DistributedBatchNorm1d, HeteroBatchNorm1d
-from ..kv import DistEmbedding, SparseAdam
+from ..kv import DistEmbedding, SparseAdam, load_dist_tensors, save_dist_tensors
 from .config import ModelConfig
 
 
@@ -191,6 +193,18 @@ class SampledEmbeddings:
 
     def step(self) -> None:
         self.optimizer.step()
+
+    def save(self, path: Path) -> None:
+        """Save the rows and the optimizer's state under the directory ``path``, in
+        global id order. Collective."""
+        save_dist_tensors(path / "rows", {t: e.weight for t, e in self.tables.items()})
+        self.optimizer.save(path / "optimizer")
+
+    def load(self, path: Path) -> None:
+        """Restore what :meth:`save` wrote. Collective; ``FileNotFoundError`` /
+        ``ValueError`` (on every rank) when it is missing or does not fit."""
+        load_dist_tensors(path / "rows", {t: e.weight for t, e in self.tables.items()})
+        self.optimizer.load(path / "optimizer")
 
 
 class HeteroClassifier(nn.Module):
