@@ -3,15 +3,13 @@ import pytest
 import torch
 
 from harness import spawn
+from sparse_reference import ADAGRAD, ADAM, TOL, adagrad, adam, mean_gradient
 from sarlite.kv import (DistEmbedding, SparseAdagrad, SparseAdam, init_kvstore,
                         load_dist_tensors, save_dist_tensors)
 from sarlite.partition import RangePartitionBook
 
 NUM, DIM, EDGES = 30, 4, 7
 RANGES = {1: [[0, NUM]], 2: [[0, 13], [13, NUM]], 4: [[0, 5], [5, 5], [5, 18], [18, NUM]]}
-ADAGRAD = {"lr": 0.1, "eps": 1e-10}
-ADAM = {"lr": 0.05, "betas": (0.9, 0.99), "eps": 1e-8}
-TOL = {"rtol": 0, "atol": 1e-6}
 
 
 def _w0() -> torch.Tensor:
@@ -87,28 +85,15 @@ def _load_and_train(rank, world, plan, path):
 
 
 def _dense_reference(plans) -> dict:
-    """The same maths on whole tensors: every row updated where touched (masks)."""
+    """The same maths on whole tensors (``sparse_reference``)."""
     w_a, w_b = _w0(), _w0()
     total = torch.zeros(NUM, DIM)
     step, mem, power = torch.zeros(NUM), torch.zeros(NUM, DIM), torch.zeros(NUM, DIM)
-    beta1, beta2 = ADAM["betas"]
     for calls_by_rank in (calls for plan in plans for calls in plan):
-        grad, count = torch.zeros(NUM, DIM), torch.zeros(NUM)
-        for ids, coef in (call for calls in calls_by_rank for call in calls):
-            grad.index_add_(0, ids, coef)
-            count.index_add_(0, ids, torch.ones(ids.numel()))
-        touched = (count > 0).unsqueeze(1)
-        grad = grad / count.clamp(min=1).unsqueeze(1)          # duplicates averaged
-        total = torch.where(touched, total + grad * grad, total)
-        w_a = torch.where(touched, w_a - ADAGRAD["lr"] * grad /
-                          (total.sqrt() + ADAGRAD["eps"]), w_a)
-        step = step + touched.squeeze(1)
-        mem = torch.where(touched, beta1 * mem + (1 - beta1) * grad, mem)
-        power = torch.where(touched, beta2 * power + (1 - beta2) * grad * grad, power)
-        t = step.clamp(min=1).unsqueeze(1)
-        update = ADAM["lr"] * (mem / (1 - beta1 ** t)) / \
-            ((power / (1 - beta2 ** t)).sqrt() + ADAM["eps"])
-        w_b = torch.where(touched, w_b - update, w_b)
+        grad, touched = mean_gradient([call for calls in calls_by_rank for call in calls],
+                                      NUM, DIM)
+        w_a, total = adagrad(w_a, total, grad, touched)
+        w_b, step, mem, power = adam(w_b, step, mem, power, grad, touched)
     return {"w_a": w_a, "w_b": w_b, "a_sum": total, "b_step": step, "b_mem": mem,
             "b_power": power}
 

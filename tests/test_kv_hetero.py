@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from harness import outcome, spawn
+from sparse_reference import ADAGRAD, ADAM, TOL, adagrad, adam, mean_gradient
 from sarlite.kv import (DistEmbedding, DistTensor, KVStore, SparseAdagrad, SparseAdam,
                         init_kvstore, load_dist_tensors, same_partitioning,
                         save_dist_tensors)
@@ -39,9 +40,6 @@ EDGE_COUNTS = {1: {ETYPES[0]: [12], ETYPES[1]: [9], ETYPES[2]: [5]},
 OTHER_NODE_COUNTS = {"author": [6, 1], "paper": [5, 4], "venue": [1, 3]}
 WORLDS = [1, 2, 3]
 WIDTH, DIM = 3, 4
-ADAM = {"lr": 0.05, "betas": (0.9, 0.99), "eps": 1e-8}
-ADAGRAD = {"lr": 0.1, "eps": 1e-10}
-TOL = {"rtol": 0, "atol": 1e-6}
 
 
 def _homogeneous_map(counts: dict) -> dict:
@@ -140,26 +138,13 @@ def _dense(plans: list) -> dict:
         weight = _w0(kind)
         step, mem, power = torch.zeros(num), torch.zeros(num, DIM), torch.zeros(num, DIM)
         total = torch.zeros(num, DIM)
-        beta1, beta2 = ADAM["betas"]
         for by_rank in (by_rank for plan in plans for by_rank in plan):
-            grad, count = torch.zeros(num, DIM), torch.zeros(num)
-            for ids, coef in (call for calls in by_rank for call in calls[table]):
-                grad.index_add_(0, ids, coef)
-                count.index_add_(0, ids, torch.ones(ids.numel()))
-            touched = (count > 0).unsqueeze(1)
-            grad = grad / count.clamp(min=1).unsqueeze(1)
+            grad, touched = mean_gradient(
+                [call for calls in by_rank for call in calls[table]], num, DIM)
             if kind == CITES:
-                total = torch.where(touched, total + grad * grad, total)
-                weight = torch.where(touched, weight - ADAGRAD["lr"] * grad /
-                                     (total.sqrt() + ADAGRAD["eps"]), weight)
-                continue
-            step = step + touched.squeeze(1)
-            mem = torch.where(touched, beta1 * mem + (1 - beta1) * grad, mem)
-            power = torch.where(touched, beta2 * power + (1 - beta2) * grad * grad, power)
-            t = step.clamp(min=1).unsqueeze(1)
-            update = ADAM["lr"] * (mem / (1 - beta1 ** t)) / \
-                ((power / (1 - beta2 ** t)).sqrt() + ADAM["eps"])
-            weight = torch.where(touched, weight - update, weight)
+                weight, total = adagrad(weight, total, grad, touched)
+            else:
+                weight, step, mem, power = adam(weight, step, mem, power, grad, touched)
         out[f"w_{table}"] = weight
         out.update({f"{table}_sum": total} if kind == CITES else
                    {f"{table}_step": step, f"{table}_mem": mem, f"{table}_power": power})

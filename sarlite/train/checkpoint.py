@@ -57,12 +57,18 @@ def _save_rank_state(out_dir: Path, epoch: int, model, optimizer, rank: int) -> 
         atomic_write(_rank_file(out_dir, epoch, rank), lambda tmp: torch.save(state, tmp))
     except OSError as err:
         error = err
+    _raise_on_every_rank(error, OSError, "could not write its checkpoint")
+
+
+def _raise_on_every_rank(error: Exception | None, kind: type, what: str) -> None:
+    """Raise this rank's ``error``, or a ``kind`` naming the first rank that had one
+    (``"rank r <what>: <its error>"``). Collective (one object gather)."""
     failed = [(r, e) for r, e in enumerate(comm.all_gather_object(
         None if error is None else str(error), "checkpoint")) if e is not None]
     if error is not None:
         raise error
     if failed:
-        raise OSError(f"rank {failed[0][0]} could not write its checkpoint: {failed[0][1]}")
+        raise kind(f"rank {failed[0][0]} {what}: {failed[0][1]}")
 
 
 def trajectory_hash(cfg: Config) -> str:
@@ -157,12 +163,7 @@ def load(out_dir: Path, cfg: Config, model, optimizer, rank: int, world_size: in
         payload = _read(out_dir, rank)
     except ConfigError as err:
         error = err
-    failed = [(r, e) for r, e in enumerate(comm.all_gather_object(
-        None if error is None else str(error), "checkpoint")) if e is not None]
-    if error is not None:
-        raise error
-    if failed:
-        raise ConfigError(f"rank {failed[0][0]} cannot resume: {failed[0][1]}")
+    _raise_on_every_rank(error, ConfigError, "cannot resume")
     path = out_dir / FILE
     if payload["world_size"] != world_size:
         raise ConfigError(f"checkpoint {path} was written by {payload['world_size']} "
