@@ -15,7 +15,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from . import health
+from . import allocator, health
 from .errors import CollectiveError
 from .launchenv import LaunchEnv, read_launch_env, route_interface
 
@@ -25,7 +25,8 @@ GLOO_SETTLE = 0.1          # seconds; see settle
 
 def init(backend: str | None = None, timeout: timedelta | float | None = None,
          device: str | torch.device | None = None,
-         heartbeat_timeout: float | None = None) -> tuple[int, int]:
+         heartbeat_timeout: float | None = None, *,
+         mmap_threshold: int | None | str = "auto") -> tuple[int, int]:
     """Join the default process group described by the launcher's environment.
 
     Reads torchrun's ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` (and
@@ -51,6 +52,12 @@ def init(backend: str | None = None, timeout: timedelta | float | None = None,
     A script may end without :func:`sarlite.finalize` (SAR's and DGL's scripts do): an
     exit hook then runs :func:`settle`, so that the process ends cleanly.
 
+    It fixes glibc's mmap threshold (keyword-only ``mmap_threshold``, in bytes), so that
+    freed shard buffers leave the process instead of staying in its heap (see
+    :mod:`sarlite.comm.allocator`): ``"auto"`` (default) takes ``SARLITE_MMAP_THRESHOLD``
+    (bytes, or ``off``; default 128 KiB) unless glibc's ``MALLOC_MMAP_THRESHOLD_`` is
+    set; ``None`` leaves the allocator alone.
+
     Returns
     -------
     (int, int)
@@ -68,6 +75,8 @@ def init(backend: str | None = None, timeout: timedelta | float | None = None,
     if dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     env = read_launch_env(os.environ)
+    allocator.configure(allocator.threshold_from_env() if mmap_threshold == "auto"
+                        else mmap_threshold)
     device = torch.device(device) if device is not None else None
     if backend is None:
         backend = "nccl" if device is not None and device.type == "cuda" else "gloo"
