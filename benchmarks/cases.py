@@ -45,7 +45,7 @@ class Case:
     @property
     def name(self) -> str:
         """E.g. ``sage-homophilous-100k``: model, graph and size (so overrides rename it)."""
-        graph = "homophilous" if self.graph == "synthetic" else self.graph
+        graph = "homophilous" if self.graph == "synthetic" else self.graph   # or uniform
         size = f"{self.num_nodes // 1000}k" if self.num_nodes % 1000 == 0 else \
             str(self.num_nodes)
         return f"{self.model}-{graph}-{size}"
@@ -60,8 +60,9 @@ GCN_100K = Case("gcn")
 GAT_100K = Case("gat", hidden=64)
 SAGE_400K = Case("sage", num_nodes=400_000)
 SAGE_POWERLAW = Case("sage", graph="powerlaw")
+SAGE_UNIFORM = Case("sage", graph="uniform")
 
 SUITES: dict[str, list[Case]] = {
     "quick": [SAGE_100K],
-    "full": [SAGE_100K, GCN_100K, GAT_100K, SAGE_POWERLAW, SAGE_400K],
+    "full": [SAGE_100K, GCN_100K, GAT_100K, SAGE_POWERLAW, SAGE_UNIFORM, SAGE_400K],
 }

@@ -179,8 +179,9 @@ Definitions. Epoch time: median over the timed epochs (after the warm-up) of the
 worker's epoch. Peak RSS: the process's RSS high-water mark over the whole run. Growth:
 peak RSS during the timed epochs minus the RSS just before them, i.e. the transient memory
 of a training step (activations, messages, fetched rows, gradients) without one-time costs
-(graph, sparse formats, optimizer state, code). Every process runs with
-MALLOC_MMAP_THRESHOLD_=131072 so freed tensors leave the RSS. Allocator peak: torch's CUDA
+(graph, sparse formats, optimizer state, code). Processes run in the users' environment
+(no allocator variables): sarlite.init fixes glibc's mmap threshold, so freed tensors leave
+the RSS; DGL keeps glibc's defaults. Allocator peak: torch's CUDA
 allocator high-water mark (torch.cuda.max_memory_allocated); torch has no CPU allocator
 counter, so on CPU the RSS is the measure. Halo MiB/epoch: bytes sent by all workers
 together in the halo exchanges (sarlite.comm.traffic kinds sar_fetch, sar_grad,

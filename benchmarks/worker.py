@@ -22,8 +22,9 @@ writes ``rank<r>.json`` into ``--result-dir`` with:
 * ``traffic_per_epoch``: ``{kind: {"sent", "received"}}`` bytes per timed epoch from
   :mod:`sarlite.comm.traffic`.
 
-Runs must start with ``MALLOC_MMAP_THRESHOLD_`` fixed (see :func:`benchmarks.common.run_json`)
-so that freed tensors leave the RSS and the high-water mark sees the real peak.
+Runs start in the users' environment (:func:`benchmarks.common.user_env`, no allocator
+variables): sarlite's workers fix glibc's mmap threshold in ``sarlite.init`` so that freed
+tensors leave the RSS; single-process DGL runs with glibc's defaults, as its users do.
 """
 from __future__ import annotations
 
