@@ -44,11 +44,12 @@ from .cases import MODES, SUITES, WORLD_SIZES, Case
 from .report import HALO_KINDS, write_report
 
 
-def _worker_args(case: Case, pipeline_depth: int, device: str) -> list[str]:
+def _worker_args(case: Case, pipeline_depth: int, device: str,
+                 halo_dtype: str = "float32") -> list[str]:
     return ["--model", case.model, "--hidden", str(case.hidden), "--heads", str(case.heads),
             "--num-classes", str(case.num_classes), "--epochs", str(case.epochs),
             "--warmup", str(case.warmup), "--pipeline-depth", str(pipeline_depth),
-            "--device", device]
+            "--device", device, "--halo-dtype", halo_dtype]
 
 
 def summarise(case: Case, mode: str, world: int, workers: list[dict],
@@ -91,7 +92,7 @@ def run_case(case: Case, modes: list[str], world_sizes: list[int], args, out: Pa
     ok = True
     runs_dir = out / "runs" / case.name
     runs_dir.mkdir(parents=True, exist_ok=True)
-    extra = _worker_args(case, args.pipeline_depth, args.device)
+    extra = _worker_args(case, args.pipeline_depth, args.device, args.halo_dtype)
     graph = common.cached_graph(case.num_nodes, case.avg_degree, case.feat_dim, case.graph,
                                 args.cache)
     plan = ([("dgl", 1)] if "dgl" in modes else []) + [
@@ -115,7 +116,8 @@ def run_case(case: Case, modes: list[str], world_sizes: list[int], args, out: Pa
                     world, "benchmarks.worker", ["--mode", mode, "--config", str(config),
                                                  *extra]), args.timeout, num_procs=world)
             record = summarise(case, mode, world, workers, halo)
-            record.update(pipeline_depth=args.pipeline_depth, device=args.device)
+            record.update(pipeline_depth=args.pipeline_depth, device=args.device,
+                          halo_dtype=args.halo_dtype)
         except (RuntimeError, subprocess.TimeoutExpired) as err:
             ok = False
             record = {"case": case.name, "model": case.model, "mode": mode,
@@ -157,6 +159,9 @@ def _parser() -> argparse.ArgumentParser:
     sizes.add_argument("--warmup", type=int, help="warm-up epochs before timing")
     parser.add_argument("--pipeline-depth", type=int, default=1,
                         help="shards fetched ahead in sar/sa modes (default 1)")
+    parser.add_argument("--halo-dtype", choices=("float32", "bfloat16", "float16"),
+                        default="float32", help="type halo rows travel in (engine."
+                        "halo_dtype); not float32: no longer exact")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="cuda: worker r on GPU r mod #GPUs, gloo still carries the "
                              "exchanges; allocator peaks are then measured")

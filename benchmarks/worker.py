@@ -137,7 +137,8 @@ def run(args) -> None:
         data = sarlite.load_partition_data(args.config)
         feats = data.node_features
         graph = sarlite.construct_full_graph(data, mode=args.mode,
-                                             pipeline_depth=args.pipeline_depth, device=device)
+                                             pipeline_depth=args.pipeline_depth, device=device,
+                                             halo_dtype=args.halo_dtype)
         del data        # as sarlite.train does: the graph keeps what it needs
         count = sarlite.comm.all_reduce(feats["train_mask"].sum().float().reshape(1), "sum",
                                         kind="benchmark")
@@ -175,6 +176,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--pipeline-depth", type=int, default=1)
+    parser.add_argument("--halo-dtype", default="float32",
+                        choices=("float32", "bfloat16", "float16"))
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = parser.parse_args()
     whole = args.graph is not None or args.dataset is not None

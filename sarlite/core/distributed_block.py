@@ -137,23 +137,33 @@ class DistributedBlock(ShardedGraphBase):
     def _fetch_halo(self, owned: torch.Tensor) -> torch.Tensor:
         """Owned rows followed by every halo row (collective, not differentiable)."""
         me = rank()
-        chunks = [owned[idx] if k != me else owned[:0]
+        wire = self._wire(owned)
+        chunks = [owned[idx].to(wire) if k != me else owned[:0].to(wire)
                   for k, idx in enumerate(self.plan.send_idx)]
         received = all_to_all_rows(chunks, kind="oneshot_fetch",
                                    max_rows=self.engine_options().max_collective_rows)
-        return torch.cat([owned] + [r for k, r in enumerate(received) if k != me])
+        return torch.cat([owned] + [r.to(owned.dtype) for k, r in enumerate(received)
+                                    if k != me])
+
+    def _wire(self, rows: torch.Tensor) -> torch.dtype:
+        """The dtype ``rows`` travel in: the options' ``halo_dtype`` for a wider floating
+        type, else their own."""
+        wire = self.engine_options().halo_dtype
+        return rows.dtype if wire is None or not rows.is_floating_point() else wire
 
     def _sum_halo(self, grad: torch.Tensor) -> torch.Tensor:
         """Owned-row gradients plus the halo-row gradients other ranks send back."""
         me, num_owned = rank(), self.num_src_nodes()
-        pieces = iter(grad[num_owned:].split(self.halo_sizes()))
-        chunks = [next(pieces) if k != me else grad[:0] for k in range(len(self.halo))]
+        wire = self._wire(grad)
+        pieces = iter(grad[num_owned:].to(wire).split(self.halo_sizes()))
+        chunks = [next(pieces) if k != me else grad[:0].to(wire)
+                  for k in range(len(self.halo))]
         received = all_to_all_rows(chunks, kind="oneshot_grad",
                                    max_rows=self.engine_options().max_collective_rows)
         grad_owned = grad[:num_owned].clone()
         for k, rows in enumerate(received):
             if k != me:
-                grad_owned.index_add_(0, self.plan.send_idx[k], rows)
+                grad_owned.index_add_(0, self.plan.send_idx[k], rows.to(grad.dtype))
         return grad_owned
 
     def sum_into_owners(self, rows: torch.Tensor) -> torch.Tensor:

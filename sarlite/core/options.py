@@ -1,4 +1,5 @@
-"""The engine's per-call options (mode, pipeline depth, rows per collective) and their checks.
+"""The engine's per-call options (mode, pipeline depth, rows per collective, halo dtype)
+and their checks.
 
 A graph holds its options as an immutable :class:`EngineOptions`, or as a zero-argument
 callable returning one: the graph then asks for its options at every ``update_all`` /
@@ -10,7 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Union
 
+import torch
+
 MODES = ("sar", "sa", "one-shot")
+HALO_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16,
+               "float16": torch.float16}
 
 
 def check_mode(mode: str) -> str:
@@ -32,6 +37,19 @@ def check_max_rows(rows: int | None) -> int | None:
     return rows
 
 
+def check_halo_dtype(dtype) -> torch.dtype | None:
+    """``dtype`` (a torch dtype or its name among :data:`HALO_DTYPES`) as the dtype halo
+    rows travel in; ``None`` for float32 or ``None`` (exact: rows travel as they are)."""
+    if isinstance(dtype, str) and dtype in HALO_DTYPES:
+        dtype = HALO_DTYPES[dtype]
+    if dtype is None or dtype == torch.float32:
+        return None
+    if dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError(f"halo_dtype must be one of {sorted(HALO_DTYPES)} (or the torch "
+                         f"dtypes), got {dtype!r}")
+    return dtype
+
+
 @dataclass(frozen=True)
 class EngineOptions:
     """How a sharded graph runs its message passing.
@@ -43,17 +61,23 @@ class EngineOptions:
     ``max_collective_rows``: at most this many rows per rank and peer move in one collective
     call; a larger exchange is split into several calls, in order, with the same result
     (``None``: no bound). It bounds the size of each message on the wire, not the rows a
-    shard holds once fetched.
+    shard holds once fetched. ``halo_dtype``: ``torch.bfloat16`` or ``torch.float16``
+    makes floating-point halo rows and their gradients travel in that type (half the
+    bytes); they are cast back on arrival and everything is computed and accumulated in
+    the tensors' own dtype. ``None`` (or float32, the default): rows travel as they are,
+    and results are exact. A name (``"bfloat16"``) is accepted too.
     """
 
     mode: str = "sar"
     pipeline_depth: int = 1
     max_collective_rows: int | None = None
+    halo_dtype: torch.dtype | None = None
 
     def __post_init__(self):
         check_mode(self.mode)
         check_depth(self.pipeline_depth)
         check_max_rows(self.max_collective_rows)
+        object.__setattr__(self, "halo_dtype", check_halo_dtype(self.halo_dtype))
 
 
 OptionsSource = Union[EngineOptions, Callable[[], EngineOptions]]

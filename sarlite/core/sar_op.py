@@ -40,7 +40,8 @@ class ShardSet:
 
     ``shards[j]`` holds the edges from partition ``j``; ``plan`` says who serves which rows;
     ``depth`` is the prefetch depth; ``in_degrees`` ``(num_dst,)`` divide ``mean``;
-    ``max_rows`` bounds the rows per collective call (``None``: one call per round).
+    ``max_rows`` bounds the rows per collective call (``None``: one call per round);
+    ``wire``: the dtype floating-point rows travel in (``None``: their own).
     """
 
     shards: tuple[GraphShard, ...]
@@ -48,6 +49,7 @@ class ShardSet:
     depth: int
     in_degrees: torch.Tensor
     max_rows: int | None = None
+    wire: torch.dtype | None = None
 
 
 @dataclass(frozen=True)
@@ -244,7 +246,7 @@ def _forward(graph: ShardSet, message: Message, values, declared, keep_graph: bo
         edge_vals = [t.detach() for t in edge_vals]
     capture = Captures(declared) if message.udf and torch.is_grad_enabled() else None
     state, per_shard, fetched_leaves, rng_states = (None, None), {}, {}, {}
-    rounds = graph.plan.rounds(src_vals, graph.depth, _FETCH, graph.max_rows)
+    rounds = graph.plan.rounds(src_vals, graph.depth, _FETCH, graph.max_rows, graph.wire)
     for round_, j, fetched in rounds:
         shard = graph.shards[j]
         if keep_graph:
@@ -319,7 +321,7 @@ class _GradReturn:
     def __init__(self, graph: ShardSet, src_vals):
         self.plan = graph.plan
         self.depth = graph.depth
-        self.max_rows = graph.max_rows
+        self.max_rows, self.wire = graph.max_rows, graph.wire
         self.src_vals = src_vals
         self.wanted = [t.requires_grad for t in src_vals]
         self.grads = [None] * len(src_vals)
@@ -328,7 +330,8 @@ class _GradReturn:
     def post(self, round_: int, fetched_grads):
         """Send the gradients of the rows fetched in ``round_``; apply the previous round."""
         self.flush()
-        self.pending = [(round_, f, self.plan.return_grad(grad, round_, _GRAD, self.max_rows))
+        self.pending = [(round_, f, self.plan.return_grad(grad, round_, _GRAD, self.max_rows,
+                                                          self.wire))
                         for f, grad in enumerate(fetched_grads) if self.wanted[f]]
         if self.depth == 0:
             self.flush()
@@ -382,7 +385,7 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
     shortcut = (reducer in ("sum", "mean") and is_copy_src(message.func)
                 and not dst_vals and not edge_vals and not op.captured)
     rounds = ((r, plan.peers(r)[1], None) for r in range(plan.size)) if shortcut else \
-        plan.rounds(src_vals, graph.depth, _FETCH, graph.max_rows)
+        plan.rounds(src_vals, graph.depth, _FETCH, graph.max_rows, graph.wire)
     for round_, j, fetched in rounds:
         shard = graph.shards[j]
         if shortcut:

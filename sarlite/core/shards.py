@@ -74,6 +74,24 @@ class GraphShard:
             return fn(self.block, *args)
 
 
+class _Restored:
+    """Pending rows that travel in a narrower dtype; ``wait()`` casts them back."""
+
+    def __init__(self, pending, dtype: torch.dtype):
+        self._pending, self._dtype = pending, dtype
+
+    def wait(self) -> torch.Tensor:
+        return self._pending.wait().to(self._dtype)
+
+
+def _send(exchange, rows: torch.Tensor, remote: bool, wire: torch.dtype | None):
+    """``exchange(rows)``, the rows in ``wire`` when they go to another rank and are a
+    wider floating type; the received rows come back in ``rows``' dtype."""
+    if not remote or wire is None or not rows.is_floating_point() or rows.dtype == wire:
+        return exchange(rows)
+    return _Restored(exchange(rows.to(wire)), rows.dtype)
+
+
 class RingPlan:
     """Who sends which rows to whom, agreed once by all ranks.
 
@@ -109,16 +127,19 @@ class RingPlan:
         return max(1, -(-largest // max_rows))
 
     def fetch(self, tensor: torch.Tensor, round_: int, kind: str,
-              max_rows: int | None = None):
-        """Post round ``round_`` of fetching rows of ``tensor``: returns a pending handle."""
+              max_rows: int | None = None, wire: torch.dtype | None = None):
+        """Post round ``round_`` of fetching rows of ``tensor``: returns a pending handle.
+        ``wire``: the dtype floating-point rows travel in (see :class:`EngineOptions
+        <sarlite.core.options.EngineOptions>`' ``halo_dtype``)."""
         send_to, recv_from = self.peers(round_)
         idx = self.send_idx[send_to]
-        return ring_exchange(tensor if idx is None else tensor[idx], send_to,
-                             self.num_recv[recv_from], recv_from, kind,
-                             max_rows=max_rows, calls=self.calls(round_, max_rows))
+        return _send(lambda rows: ring_exchange(
+            rows, send_to, self.num_recv[recv_from], recv_from, kind, max_rows=max_rows,
+            calls=self.calls(round_, max_rows)),
+            tensor if idx is None else tensor[idx], send_to != self.me, wire)
 
     def return_grad(self, grad_rows: torch.Tensor, round_: int, kind: str,
-                    max_rows: int | None = None):
+                    max_rows: int | None = None, wire: torch.dtype | None = None):
         """Post round ``round_`` of sending gradients of fetched rows back to their owner.
 
         The reverse of :meth:`fetch` (the same pairs, so the same number of calls): the
@@ -127,9 +148,10 @@ class RingPlan:
         """
         send_to, recv_from = self.peers(round_)
         idx = self.send_idx[send_to]
-        return ring_exchange(grad_rows, recv_from,
-                             grad_rows.shape[0] if idx is None else idx.numel(), send_to, kind,
-                             max_rows=max_rows, calls=self.calls(round_, max_rows))
+        return _send(lambda rows: ring_exchange(
+            rows, recv_from, grad_rows.shape[0] if idx is None else idx.numel(), send_to,
+            kind, max_rows=max_rows, calls=self.calls(round_, max_rows)),
+            grad_rows, send_to != self.me, wire)
 
     def add_returned(self, total: torch.Tensor, grad_rows: torch.Tensor, round_: int) -> None:
         """Add gradients returned in ``round_`` into ``total`` at the rows we served."""
@@ -140,7 +162,8 @@ class RingPlan:
             total.index_add_(0, idx, grad_rows)
 
     def rounds(self, tensors: Sequence[torch.Tensor], depth: int, kind: str,
-               max_rows: int | None = None) -> Iterator[tuple[int, int, list[torch.Tensor]]]:
+               max_rows: int | None = None, wire: torch.dtype | None = None
+               ) -> Iterator[tuple[int, int, list[torch.Tensor]]]:
         """Fetch ``tensors`` shard by shard in ring order, ``depth`` rounds ahead.
 
         Yields ``(round, shard, fetched)`` where ``fetched[f]`` holds the rows of
@@ -151,7 +174,7 @@ class RingPlan:
         posted = 0
         for round_ in range(self.size):
             while posted < self.size and posted <= round_ + depth:
-                pending.append([self.fetch(t, posted, kind, max_rows) for t in tensors])
+                pending.append([self.fetch(t, posted, kind, max_rows, wire) for t in tensors])
                 posted += 1
             handles = pending.popleft()
             yield round_, self.peers(round_)[1], [h.wait() for h in handles]

@@ -87,6 +87,9 @@ class EngineConfig(_Section):
     max_collective_rows: Optional[int] = Field(
         None, ge=1, description="rows per peer in one collective call; larger exchanges "
         "are split (null: no bound)")
+    halo_dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="type halo rows and their gradients travel in; bfloat16 / "
+        "float16 halve the bytes but are no longer exact (float32: exact)")
 
 
 class OptimConfig(_Section):

@@ -60,7 +60,8 @@ def _gather(value: float) -> list[float]:
 def _engine(cfg: Config) -> dict:
     """The graph-construction keywords of the config's ``engine`` section."""
     return dict(mode=cfg.engine.mode, pipeline_depth=cfg.engine.pipeline_depth,
-                max_collective_rows=cfg.engine.max_collective_rows)
+                max_collective_rows=cfg.engine.max_collective_rows,
+                halo_dtype=cfg.engine.halo_dtype)
 
 
 def _build_batch(cfg: Config, data: PartitionData) -> tuple[Batch, int, int]:
