@@ -211,7 +211,7 @@ class KVStore:
         """
         policies = self._policies.values()
         matches = [p for p in policies if p.get_size() == num_rows]
-        homogeneous = self._book._default_types
+        homogeneous = not self._book.has_named_types
         if len(matches) > 1 and homogeneous:
             raise ValueError(f"shape[0] = {num_rows} is both the number of nodes and the "
                              f"number of edges, so the partition policy is ambiguous; pass "

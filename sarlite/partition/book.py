@@ -382,6 +382,12 @@ class RangePartitionBook:
         return len(self._ntypes) == 1 and len(self._canonical) == 1
 
     @property
+    def has_named_types(self) -> bool:
+        """Whether the node or edge types are named (not just ``"_N"`` and
+        ``("_N", "_E", "_N")``): ids are then type-wise and queries take types."""
+        return not self._default_types
+
+    @property
     def _default_types(self) -> bool:
         """Whether the types are the unnamed ``_N`` and ``_N:_E:_N`` of a homogeneous
         graph (then any other type name is refused as :func:`check_ntype` does)."""

@@ -47,7 +47,6 @@ from ..comm import exchange_sizes, world_size
 from ..partition.book import DEFAULT_NTYPE, as_id_tensor
 from .neighbor import check_fanout, sample_neighbors
 from .prefetch import fetch_lazy_features, to_device
-from .typed_neighbor import has_types
 
 #: Keyword arguments of torch's and DGL's loaders that have no meaning here: sampling is a
 #: collective, so it always runs in the main process.
@@ -138,7 +137,7 @@ class DistNeighborSampler:
 def typed_ids(g, ids):
     """``ids`` as an int64 tensor, or on a graph with named types as ``{ntype: int64
     tensor}`` (plain ids then name the graph's one node type). Local."""
-    if not has_types(g.get_partition_book()):
+    if not g.get_partition_book().has_named_types:
         return as_id_tensor(ids)
     if not isinstance(ids, Mapping):
         ids = {g.ntypes[0] if len(g.ntypes) == 1 else None: ids}
@@ -339,7 +338,7 @@ class DistNodeDataLoader(DistDataLoader):
         options.setdefault("batch_size", 1)
         self.g = g
         self._types: list[str] | None = None
-        if has_types(g.get_partition_book()):
+        if g.get_partition_book().has_named_types:
             self.nids = typed_ids(g, nids)
             self._types = list(self.nids)
             dataset = torch.cat([torch.stack([torch.full_like(ids, i), ids], 1)

@@ -40,7 +40,7 @@ from ..partition import (DEFAULT_ETYPE, DEFAULT_NTYPE, EdgePartitionPolicy,
                          RangePartitionBook, load_partition_data)
 from ..partition.book import DEFAULT_ETYPE_STR, as_id_tensor
 from .neighbor import sample_neighbors
-from .typed_neighbor import LocalTypedGraph, has_types
+from .typed_neighbor import LocalTypedGraph
 
 CanonicalEtype = tuple[str, str, str]
 
@@ -215,7 +215,7 @@ class _Local:
             self.edge_feats[c_etype] = {name: _by_id(rows, position)
                                         for name, rows in edge_feats[c_etype].items()}
         self.graph, self.graph_name = data.partition_graph, data.graph_name
-        self.typed = has_types(book)
+        self.typed = book.has_named_types
 
     def record(self) -> tuple:
         return (self.graph_name, self.book.node_ranges.tolist(),
@@ -475,15 +475,15 @@ class DistGraph:
 
     @property
     def ntypes(self) -> list[str]:
-        return list(self._node_policies)
+        return self._book.ntypes
 
     @property
     def etypes(self) -> list[str]:
-        return [c[1] for c in self._edge_policies]
+        return self._book.etypes
 
     @property
     def canonical_etypes(self) -> list[CanonicalEtype]:
-        return list(self._edge_policies)
+        return self._book.canonical_etypes
 
     @property
     def idtype(self) -> torch.dtype:

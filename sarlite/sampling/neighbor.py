@@ -20,7 +20,7 @@ from ..comm import exchange_sizes, world_size
 from ..kv.protocol import KVCall, validated
 from ..kv.routing import ask_owners
 from ..partition.book import as_id_tensor, check_etype, check_ntype
-from .typed_neighbor import has_types, sample_typed_neighbors
+from .typed_neighbor import sample_typed_neighbors
 
 EDGE_DIRS = ("in", "out")
 
@@ -222,7 +222,7 @@ def sample_neighbors(g, nodes, fanout, edge_dir: str = "in", prob: str | None = 
         On the other ranks when one rank's arguments were bad or differ from theirs (the
         check runs before any data moves), or when a rank died.
     """
-    if has_types(g.get_partition_book()):
+    if g.get_partition_book().has_named_types:
         return sample_typed_neighbors(g, nodes, fanout, edge_dir, prob, replace,
                                       exclude_edges)
     call = KVCall(f"sample_neighbors(fanout={fanout!r}, edge_dir={edge_dir!r}, "
@@ -245,7 +245,7 @@ def in_subgraph(g, nodes) -> dgl.DGLGraph:
     CollectiveError
         On the other ranks when one rank's ids were bad, or a rank died.
     """
-    if has_types(g.get_partition_book()):
+    if g.get_partition_book().has_named_types:
         return sample_typed_neighbors(g, nodes, -1)
     return _gather_edges(g, nodes, -1, "in", None, False,
                          KVCall("in_subgraph", "in_subgraph"))

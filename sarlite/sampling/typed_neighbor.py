@@ -20,13 +20,7 @@ import torch
 from ..kv.protocol import KVCall, validated
 from ..kv.routing import ask_owners
 from ..partition import NodePartitionPolicy, RangePartitionBook
-from ..partition.book import DEFAULT_ETYPE, DEFAULT_NTYPE, as_id_tensor
-
-
-def has_types(book: RangePartitionBook) -> bool:
-    """Whether the book's node or edge types are named (not just ``"_N"`` and
-    ``("_N", "_E", "_N")``): ids are then type-wise and queries take types."""
-    return book.ntypes != [DEFAULT_NTYPE] or book.canonical_etypes != [DEFAULT_ETYPE]
+from ..partition.book import as_id_tensor
 
 
 class LocalTypedGraph:
