@@ -120,3 +120,17 @@ def spawn(fn, world_size: int, *args, timeout: float = 180.0,
                 proc.kill()
         for proc in procs:
             proc.join(timeout=10)
+
+
+def rows_per_call(record: list):
+    """A stand-in for ``torch.distributed.all_to_all_single`` that appends to ``record``
+    the largest split size (rows per peer) of every call made with split sizes, then
+    makes the call. For a worker to install in itself, to check bounds on exchanges."""
+    import torch.distributed as dist
+    inner = dist.all_to_all_single
+
+    def counted(output, input, output_split_sizes=None, input_split_sizes=None, **kw):
+        if output_split_sizes is not None:
+            record.append(max(list(output_split_sizes) + list(input_split_sizes)))
+        return inner(output, input, output_split_sizes, input_split_sizes, **kw)
+    return counted

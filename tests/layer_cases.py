@@ -369,10 +369,18 @@ def build(name: str, distributed: bool) -> nn.Module:
     return CASES[name][0](distributed)
 
 
-def refusal(case: str, mode: str, world_size: int) -> str | None:
-    """The error a case must raise in ``mode`` on ``world_size`` workers (None: exact)."""
+# the engine configurations the matrix runs: a mode, or a mode with tiny chunks (two rows
+# of a remote shard fetched, used and freed per step)
+ENGINES = {"sar": {"mode": "sar"}, "sa": {"mode": "sa"}, "one-shot": {"mode": "one-shot"},
+           "sar-chunk2": {"mode": "sar", "max_rows_per_step": 2},
+           "sa-chunk2": {"mode": "sa", "max_rows_per_step": 2}}
+
+
+def refusal(case: str, engine: str, world_size: int) -> str | None:
+    """The error a case must raise under ``engine`` (see :data:`ENGINES`) on
+    ``world_size`` workers (None: exact)."""
     rule = CASES[case][1]
-    return rule(mode, world_size) if rule is not None else None
+    return rule(ENGINES[engine]["mode"], world_size) if rule is not None else None
 
 
 def run_case(model: nn.Module, g, inputs: dict, probe: torch.Tensor, variant: str) -> dict:
@@ -437,7 +445,7 @@ def worker(rank: int, world_size: int, part_config: str, states: dict, modes) ->
     results = {"eids": torch.cat([s.eids for s in data.shards])}
     stopped = None
     for mode in modes:
-        g = sarlite.construct_full_graph(data, mode=mode)
+        g = sarlite.construct_full_graph(data, **ENGINES[mode])
         for name, state in states.items():
             for variant in VARIANTS:
                 key = (mode, name, variant)

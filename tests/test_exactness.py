@@ -1,7 +1,8 @@
 """Every distributed result equals single-process DGL on the unpartitioned graph.
 
 For N in {1, 2, 3, 4} one spawn of N gloo workers runs every layer of ``layer_cases`` in
-modes sar, sa and one-shot, with the reference's initial parameters. Outputs, gradients of
+modes sar, sa and one-shot, and in sar and sa with chunks of two rows per step
+(``max_rows_per_step=2``), with the reference's initial parameters. Outputs, gradients of
 every input (node features, edge weights, edge features) and every parameter gradient
 (after ``all_reduce_gradients``) are mapped back through the partition's id mapping and
 compared at rtol 1e-4 / atol 1e-5. The graph is directed and random, with isolated nodes
@@ -21,6 +22,8 @@ from layer_cases import (BFEAT, CASES, EF, FEAT, INPUTS, PROBE, TIE_CASES, VARIA
                          refusal, run_case)
 
 MODES = ("sar", "sa", "one-shot")
+# tiny chunks (max_rows_per_step=2): sa on 2 workers, sar on 3 (N=1 has no remote shard)
+CHUNKED = ((2, "sa-chunk2"), (3, "sar-chunk2"))
 WORLD_SIZES = (1, 2, 3, 4)
 TOL = {"rtol": 1e-4, "atol": 1e-5, "equal_nan": True}   # NaN where DGL has NaN (EGNNConv)
 
@@ -59,18 +62,28 @@ def reference():
     return g, states, results
 
 
-@pytest.fixture(scope="module", params=WORLD_SIZES, ids=lambda n: f"N{n}")
-def distributed(request, reference, tmp_path_factory):
-    """Partition into N parts and run every case in every mode and variant on N workers."""
+def _run_all(reference, num_parts: int, modes, tmp_path_factory):
+    """Partition into N parts and run every case in ``modes`` and every variant on N
+    workers; ``(N, per-rank results, node order, edge order)``."""
     g, states, _ = reference
-    num_parts = request.param
     out = tmp_path_factory.mktemp(f"parts{num_parts}")
     orig_nids, orig_eids = sarlite.partition_graph(g, "exact", num_parts, out,
                                                    return_mapping=True)
-    per_rank = spawn(_run_worker, num_parts, str(out / "exact.json"), states, MODES,
+    per_rank = spawn(_run_worker, num_parts, str(out / "exact.json"), states, modes,
                      timeout=900)
     eids = torch.cat([r["eids"] for r in per_rank])
     return num_parts, per_rank, orig_nids, orig_eids[eids]
+
+
+@pytest.fixture(scope="module", params=WORLD_SIZES, ids=lambda n: f"N{n}")
+def distributed(request, reference, tmp_path_factory):
+    return _run_all(reference, request.param, MODES, tmp_path_factory)
+
+
+@pytest.fixture(scope="module", params=CHUNKED, ids=lambda p: f"N{p[0]}-{p[1]}")
+def chunked(request, reference, tmp_path_factory):
+    num_parts, engine = request.param
+    return engine, _run_all(reference, num_parts, (engine,), tmp_path_factory)
 
 
 def _run_worker(rank, world_size, part_config, states, modes):
@@ -87,8 +100,20 @@ def _gathered(per_rank, key, field):
 @pytest.mark.parametrize("case", list(CASES))
 def test_layer_matches_single_process_dgl_or_is_refused(reference, distributed, case, mode,
                                                         variant):
+    _check(reference, distributed, case, mode, variant)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("case", list(CASES))
+def test_layer_in_tiny_chunks_matches_single_process_dgl_or_is_refused(reference, chunked,
+                                                                       case, variant):
+    engine, run = chunked
+    _check(reference, run, case, engine, variant)
+
+
+def _check(reference, run, case, mode, variant):
     _, _, expected = reference
-    num_parts, per_rank, node_order, edge_order = distributed
+    num_parts, per_rank, node_order, edge_order = run
     key = (mode, case, variant)
     refused = refusal(case, mode, num_parts)
     if refused is not None:

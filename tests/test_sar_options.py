@@ -5,7 +5,7 @@ import torch
 
 import sarlite
 from conftest import random_graph
-from harness import spawn
+from harness import rows_per_call, spawn
 
 
 def _reference(g):
@@ -79,19 +79,6 @@ def test_engine_runs_on_partitions_written_by_dgl_with_their_edge_features(tmp_p
                                rtol=1e-4, atol=1e-5)
 
 
-def _rows_per_call(record):
-    """Wrap all_to_all_single in this worker so that ``record`` gets the largest split
-    size (rows per peer) of every call made with split sizes."""
-    import torch.distributed as dist
-    inner = dist.all_to_all_single
-
-    def counted(output, input, output_split_sizes=None, input_split_sizes=None, **kw):
-        if output_split_sizes is not None:
-            record.append(max(list(output_split_sizes) + list(input_split_sizes)))
-        return inner(output, input, output_split_sizes, input_split_sizes, **kw)
-    return counted
-
-
 def _gat_bounded(rank, world, config, state, mode, max_rows):
     import torch.distributed as dist
     sarlite.install_dgl_dispatch()
@@ -101,7 +88,7 @@ def _gat_bounded(rank, world, config, state, mode, max_rows):
     conv.load_state_dict(state)
     x = data.node_features["feat"].clone().requires_grad_()
     sizes = []
-    dist.all_to_all_single = _rows_per_call(sizes)
+    dist.all_to_all_single = rows_per_call(sizes)
     out = conv(g, x)
     out.sum().backward()
     sarlite.all_reduce_gradients(conv)

@@ -96,7 +96,8 @@ class GraphShardManager(ShardedGraphBase):
             raise RuntimeError("this GraphShardManager gave its shards to "
                                "get_full_partition_graph(); use the DistributedBlock")
         return ShardSet(tuple(self.shards), self.plan, options.pipeline_depth,
-                        self.in_degrees(), options.max_collective_rows, options.halo_dtype)
+                        self.in_degrees(), options.max_collective_rows, options.halo_dtype,
+                        options.max_rows_per_step)
 
     def _run(self, func, reducer=None, msg_field=None, out_field=None) -> dict:
         check_layer(func, self.plan.size)

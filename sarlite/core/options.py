@@ -37,6 +37,13 @@ def check_max_rows(rows: int | None) -> int | None:
     return rows
 
 
+def check_step_rows(rows: int | None) -> int | None:
+    if rows is not None and (not isinstance(rows, int) or isinstance(rows, bool) or rows < 1):
+        raise ValueError(f"max_rows_per_step must be a positive integer or None (a whole "
+                         f"shard per step), got {rows!r}")
+    return rows
+
+
 def check_halo_dtype(dtype) -> torch.dtype | None:
     """``dtype`` (a torch dtype or its name among :data:`HALO_DTYPES`) as the dtype halo
     rows travel in; ``None`` for float32 or ``None`` (exact: rows travel as they are)."""
@@ -66,17 +73,23 @@ class EngineOptions:
     bytes); they are cast back on arrival and everything is computed and accumulated in
     the tensors' own dtype. ``None`` (or float32, the default): rows travel as they are,
     and results are exact. A name (``"bfloat16"``) is accepted too.
+    ``max_rows_per_step``: a remote shard's rows are fetched, used and freed in chunks of
+    at most this many rows (forward, rematerialized backward and the gradients sent
+    back), so the transient memory of a step follows the chunk, not the cut; results stay
+    exact (``None``: a whole shard per ring round). SAR calls it ``max_collective_size``.
     """
 
     mode: str = "sar"
     pipeline_depth: int = 1
     max_collective_rows: int | None = None
     halo_dtype: torch.dtype | None = None
+    max_rows_per_step: int | None = None
 
     def __post_init__(self):
         check_mode(self.mode)
         check_depth(self.pipeline_depth)
         check_max_rows(self.max_collective_rows)
+        check_step_rows(self.max_rows_per_step)
         object.__setattr__(self, "halo_dtype", check_halo_dtype(self.halo_dtype))
 
 

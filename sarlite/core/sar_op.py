@@ -15,7 +15,13 @@ needs no refetch: the source gradient is the transposed aggregation of the outpu
 Mode ``sa`` keeps the forward's autograd graph instead and only sends gradients back.
 The backward is not itself differentiable: double backward is refused.
 
-Every rank runs the same rounds in the same order (the plan's collectives), also for empty
+With ``max_rows_per_step`` a remote shard is split by source row into chunks
+(:meth:`GraphShard.chunks <sarlite.core.shards.GraphShard.chunks>`), and every pass above
+runs step by step instead of round by round: a chunk's rows are fetched, used and freed,
+its aggregate added into the output at the destinations it reaches, its gradients sent
+back, before the next chunk's.
+
+Every rank runs the same steps in the same order (the plan's collectives), also for empty
 shards, so the function is a collective in both passes.
 """
 from __future__ import annotations
@@ -29,7 +35,7 @@ from dgl.ops import copy_u_sum
 
 from .capture import Captures
 from .message import is_copy_src
-from .shards import GraphShard, RingPlan
+from .shards import GraphShard, RingPlan, Step
 
 _FETCH, _GRAD = "sar_fetch", "sar_grad"
 
@@ -40,8 +46,10 @@ class ShardSet:
 
     ``shards[j]`` holds the edges from partition ``j``; ``plan`` says who serves which rows;
     ``depth`` is the prefetch depth; ``in_degrees`` ``(num_dst,)`` divide ``mean``;
-    ``max_rows`` bounds the rows per collective call (``None``: one call per round);
-    ``wire``: the dtype floating-point rows travel in (``None``: their own).
+    ``max_rows`` bounds the rows per collective call (``None``: one call per step);
+    ``wire``: the dtype floating-point rows travel in (``None``: their own);
+    ``step_rows`` bounds the rows of a remote shard fetched, used and freed at once
+    (``None``: a whole shard per ring round).
     """
 
     shards: tuple[GraphShard, ...]
@@ -50,6 +58,21 @@ class ShardSet:
     in_degrees: torch.Tensor
     max_rows: int | None = None
     wire: torch.dtype | None = None
+    step_rows: int | None = None
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return self.plan.steps(self.step_rows)
+
+    def piece(self, step: Step) -> GraphShard:
+        """The shard, or the chunk of it, that ``step`` aggregates."""
+        return self.shards[step.shard].chunks(self.step_rows, step.chunks)[step.chunk]
+
+    def fetched(self, tensors, kind: str):
+        """``(step, piece, fetched rows)`` for every step; see :meth:`RingPlan.fetched`."""
+        for step, rows in self.plan.fetched(tensors, self.steps, self.depth, kind,
+                                            self.max_rows, self.wire):
+            yield step, self.piece(step), rows
 
 
 @dataclass(frozen=True)
@@ -132,9 +155,50 @@ def _shard_compute(message: Message, shard: GraphShard, fetched, dst_vals, edge_
     return shard.run(run)
 
 
-def _edge_slices(edge_vals, shard: GraphShard):
-    start, end = shard.edge_slice
-    return [v[start:end] for v in edge_vals]
+def _edge_slices(edge_vals, piece: GraphShard):
+    """The rows of per-edge tensors that belong to ``piece`` (a shard or a chunk of one),
+    in its block's edge order."""
+    start, end = piece.edge_slice
+    if piece.edge_index is None:
+        return [v[start:end] for v in edge_vals]
+    return [v[start:end][piece.edge_index] for v in edge_vals]
+
+
+def _dst_slices(dst_vals, piece: GraphShard):
+    """The destination values ``piece`` reads: all of them for a shard, the rows of the
+    destinations a chunk reaches (gathered copies) for a chunk."""
+    if piece.dst_index is None:
+        return list(dst_vals)
+    return [v[piece.dst_index] for v in dst_vals]
+
+
+def _add_dst_grads(totals, piece: GraphShard, grads) -> None:
+    """Add the gradients of ``piece``'s destination values into the totals."""
+    for total, grad in zip(totals, grads):
+        if total is None or grad is None:
+            continue
+        if piece.dst_index is None:
+            total.add_(grad)
+        else:
+            total.index_add_(0, piece.dst_index, grad)
+
+
+def _add_edge_grads(totals, piece: GraphShard, grads) -> None:
+    """Add the gradients of ``piece``'s edge values into the per-edge totals."""
+    start, end = piece.edge_slice
+    for total, grad in zip(totals, grads):
+        if total is None or grad is None:
+            continue
+        if piece.edge_index is None:
+            total[start:end].add_(grad)
+        else:
+            total[start:end].index_add_(0, piece.edge_index, grad)
+
+
+def _idle(step: Step, piece: GraphShard) -> bool:
+    """True for a chunk past the end of its shard's rows (other ranks needed more chunks
+    in this round): its rows still move (none), nothing is computed."""
+    return step.chunk > 0 and piece.num_edges == 0
 
 
 def _leaf(tensor: torch.Tensor, requires_grad: bool | None = None) -> torch.Tensor:
@@ -157,7 +221,7 @@ def _rng_state(shard: GraphShard):
 
 @contextmanager
 def _replayed_rng(states: tuple, j: int, shard: GraphShard):
-    """Run with the random state the forward pass had on shard ``j`` (so dropout inside a
+    """Run with the random state the forward pass had at step ``j`` (so dropout inside a
     message function draws the same mask when rematerialized); restore it afterwards."""
     if not states:
         yield
@@ -182,25 +246,42 @@ def _degree_view(graph: ShardSet, value: torch.Tensor) -> torch.Tensor:
     return deg.reshape((-1,) + (1,) * (value.dim() - 1))
 
 
-def _fold(reducer: str, state, shard: GraphShard, value, shard_index: int):
-    """Fold one shard's aggregate into ``state = (acc, winner)``.
+def _fold(reducer: str, state, shard: GraphShard, value, shard_index: int,
+          num_steps: int, num_dst: int):
+    """Fold one step's aggregate into ``state = (acc, winner)``.
 
-    ``sum``/``mean`` add up; ``max``/``min`` keep the first strictly better shard for
-    each element (``winner``), ignoring destinations the shard has no edges into.
+    ``sum``/``mean`` add up; ``max``/``min`` keep the first strictly better step for
+    each element (``winner``, the step index), ignoring destinations the step's shard or
+    chunk has no edges into: ties go to the earliest step, as within one block DGL keeps
+    the first edge.
     """
     acc, winner = state
+    rows = shard.dst_index
     if reducer in ("sum", "mean"):
-        if acc is None:
+        if acc is None and rows is None:
             return value, None
+        if acc is None:
+            acc = value.new_zeros((num_dst,) + value.shape[1:])
         # in place when no graph is recorded: one accumulator, no per-shard copy
-        return (acc + value if torch.is_grad_enabled() else acc.add_(value)), None
+        if rows is None:
+            return (acc + value if torch.is_grad_enabled() else acc.add_(value)), None
+        return (acc.index_add(0, rows, value) if torch.is_grad_enabled()
+                else acc.index_add_(0, rows, value)), None
     if acc is None:
-        acc = torch.full_like(value, float("-inf") if reducer == "max" else float("inf"))
-        winner = torch.full(value.shape, -1, dtype=torch.int16, device=value.device)
-    has = shard.has_in_edges().reshape((-1,) + (1,) * (value.dim() - 1))
-    take = has & (value > acc if reducer == "max" else value < acc)
-    return torch.where(take, value, acc), torch.where(
-        take, torch.full_like(winner, shard_index), winner)
+        acc = value.new_full((num_dst,) + value.shape[1:],
+                             float("-inf") if reducer == "max" else float("inf"))
+        dtype = torch.int16 if num_steps < 2 ** 15 else torch.int32
+        winner = torch.full(acc.shape, -1, dtype=dtype, device=value.device)
+    if rows is None:            # a whole shard: only destinations it has edges into
+        has = shard.has_in_edges().reshape((-1,) + (1,) * (value.dim() - 1))
+        take = has & (value > acc if reducer == "max" else value < acc)
+        return torch.where(take, value, acc), torch.where(
+            take, torch.full_like(winner, shard_index), winner)
+    old, old_winner = acc[rows], winner[rows]          # a chunk reaches every row it has
+    take = value > old if reducer == "max" else value < old
+    return (acc.index_copy(0, rows, torch.where(take, value, old)),
+            winner.index_copy(0, rows, torch.where(
+                take, torch.full_like(old_winner, shard_index), old_winner)))
 
 
 def _finish(graph: ShardSet, reducer: str, state):
@@ -213,8 +294,11 @@ def _finish(graph: ShardSet, reducer: str, state):
     return acc
 
 
-def _shard_grad(reducer: str, grad_agg, winner, shard_index: int):
-    """The gradient of one shard's aggregate, given the folded sum's gradient."""
+def _shard_grad(reducer: str, grad_agg, winner, shard_index: int, piece: GraphShard):
+    """The gradient of one step's aggregate, given the folded result's gradient."""
+    if piece.dst_index is not None:
+        grad_agg = grad_agg[piece.dst_index]
+        winner = winner[piece.dst_index] if winner is not None else None
     if reducer in ("sum", "mean"):
         return grad_agg
     return grad_agg * (winner == shard_index).to(grad_agg.dtype)
@@ -245,40 +329,54 @@ def _forward(graph: ShardSet, message: Message, values, declared, keep_graph: bo
         dst_vals = [t.detach() for t in dst_vals]
         edge_vals = [t.detach() for t in edge_vals]
     capture = Captures(declared) if message.udf and torch.is_grad_enabled() else None
-    state, per_shard, fetched_leaves, rng_states = (None, None), {}, {}, {}
-    rounds = graph.plan.rounds(src_vals, graph.depth, _FETCH, graph.max_rows, graph.wire)
-    for round_, j, fetched in rounds:
-        shard = graph.shards[j]
+    state, per_step, fetched_leaves, rng_states = (None, None), {}, {}, {}
+    for step, piece, fetched in graph.fetched(src_vals, _FETCH):
         if keep_graph:
             fetched = _fetched_leaves(fetched, values[:len(message.src)])
-            fetched_leaves[round_] = fetched
-        shard_edges = _edge_slices(edge_vals, shard)
+            fetched_leaves[step.index] = fetched
+        if _idle(step, piece):
+            continue
+        piece_edges = _edge_slices(edge_vals, piece)
+        piece_dst = _dst_slices(dst_vals, piece)
         if capture is not None and not keep_graph:
-            rng_states[j] = _rng_state(shard)
+            rng_states[step.index] = _rng_state(piece)
         with torch.set_grad_enabled(keep_graph or capture is not None):
-            with _capture_scope(capture, fetched + dst_vals + shard_edges):
-                value = _shard_compute(message, shard, fetched, dst_vals, shard_edges)
+            with _capture_scope(capture, fetched + piece_dst + piece_edges):
+                value = _shard_compute(message, piece, fetched, piece_dst, piece_edges)
             if capture is not None:
                 capture.add_reached(_tensors(value))
         with torch.set_grad_enabled(keep_graph):
             value = value if keep_graph else _detached(value)
             if message.reducer is None:
-                per_shard[j] = value
+                per_step[step.index] = value
             else:
-                state = _fold(message.reducer, state, shard, value, j)
+                state = _fold(message.reducer, state, piece, value, step.index,
+                              len(graph.steps), graph.in_degrees.shape[0])
         del fetched
     with torch.set_grad_enabled(keep_graph):
         if message.reducer is None:
-            names = tuple(sorted({name for value in per_shard.values() for name in value}))
-            outputs = tuple(torch.cat([per_shard[j][name] for j in range(len(graph.shards))])
+            names = tuple(sorted({name for value in per_step.values() for name in value}))
+            outputs = tuple(torch.cat([_shard_edge_values(graph, per_step, j, name)
+                                       for j in range(len(graph.shards))])
                             for name in names)
         else:
             names, outputs = (message.out_field,), (_finish(graph, message.reducer, state),)
     captured = tuple(capture.found) if capture is not None else ()
     kept = (outputs, dst_vals, edge_vals, fetched_leaves) if keep_graph else None
-    rng = tuple(rng_states[j] for j in range(len(graph.shards))) if rng_states else ()
+    rng = tuple(rng_states.get(s.index) for s in graph.steps) if rng_states else ()
     op = OpContext(graph, message, keep_graph, captured, names, rng)
     return op, _Forward(outputs, state[1], kept)
+
+
+def _shard_edge_values(graph: ShardSet, per_step: dict, j: int, name: str) -> torch.Tensor:
+    """Shard ``j``'s per-edge values of ``name`` in its edge order, from its steps' pieces
+    (chunks hold their edges in shard order; put back where they came from)."""
+    parts = [(graph.piece(s), per_step[s.index][name]) for s in graph.steps
+             if s.shard == j and s.index in per_step]
+    if len(parts) == 1 and parts[0][0].edge_index is None:
+        return parts[0][1]
+    where = torch.cat([piece.edge_index for piece, _ in parts])
+    return torch.cat([value for _, value in parts])[torch.argsort(where)]
 
 
 class SequentialAggregation(torch.autograd.Function):
@@ -314,9 +412,9 @@ class SequentialAggregation(torch.autograd.Function):
 
 
 class _GradReturn:
-    """Sends fetched-row gradients back round by round and sums what comes back into the
+    """Sends fetched-row gradients back step by step and sums what comes back into the
     gradients of the source fields (created on first use). With ``depth`` 0 each exchange
-    completes before the next shard is computed; otherwise one stays in flight."""
+    completes before the next step is computed; otherwise one stays in flight."""
 
     def __init__(self, graph: ShardSet, src_vals):
         self.plan = graph.plan
@@ -327,24 +425,24 @@ class _GradReturn:
         self.grads = [None] * len(src_vals)
         self.pending = []
 
-    def post(self, round_: int, fetched_grads):
-        """Send the gradients of the rows fetched in ``round_``; apply the previous round."""
+    def post(self, step: Step, fetched_grads):
+        """Send the gradients of the rows fetched in ``step``; apply the previous step's."""
         self.flush()
-        self.pending = [(round_, f, self.plan.return_grad(grad, round_, _GRAD, self.max_rows,
-                                                          self.wire))
+        self.pending = [(step, f, self.plan.return_grad(grad, step, _GRAD, self.max_rows,
+                                                        self.wire))
                         for f, grad in enumerate(fetched_grads) if self.wanted[f]]
         if self.depth == 0:
             self.flush()
 
     def flush(self):
-        for round_, f, handle in self.pending:
+        for step, f, handle in self.pending:
             rows = handle.wait()
-            if self.grads[f] is None and self.plan.send_idx[self.plan.peers(round_)[0]] is None:
+            if self.grads[f] is None and step.round_ == 0:
                 self.grads[f] = rows          # the local shard's gradient, full size already
             else:
                 if self.grads[f] is None:
                     self.grads[f] = torch.zeros_like(self.src_vals[f])
-                self.plan.add_returned(self.grads[f], rows, round_)
+                self.plan.add_returned(self.grads[f], rows, step)
         self.pending = []
 
     def totals(self) -> list:
@@ -357,13 +455,15 @@ class _GradReturn:
 def _backward_kept(op: OpContext, kept, grad_outputs, sender):
     """``sa`` mode: differentiate the kept graph once, then return row gradients."""
     outputs, dst_leaves, edge_leaves, fetched_leaves = kept
-    fetched = [leaf for r in range(sender.plan.size) for leaf in fetched_leaves[r]]
+    steps = op.graph.steps
+    fetched = [leaf for step in steps for leaf in fetched_leaves[step.index]]
     grads = _grads(outputs, grad_outputs, fetched + dst_leaves + edge_leaves +
                    list(op.captured))
-    per_round = len(fetched_leaves[0]) if fetched_leaves else 0
-    for round_ in range(sender.plan.size):
-        sender.post(round_, [_or_zeros(g, leaf) for g, leaf in zip(
-            grads[round_ * per_round:(round_ + 1) * per_round], fetched_leaves[round_])])
+    per_step = len(fetched_leaves[0]) if fetched_leaves else 0
+    for step in steps:
+        k = step.index
+        sender.post(step, [_or_zeros(g, leaf) for g, leaf in zip(
+            grads[k * per_step:(k + 1) * per_step], fetched_leaves[k])])
     rest = grads[len(fetched):]
     n_dst, n_edge = len(dst_leaves), len(edge_leaves)
     return rest[:n_dst], rest[n_dst:n_dst + n_edge], rest[n_dst + n_edge:]
@@ -371,9 +471,8 @@ def _backward_kept(op: OpContext, kept, grad_outputs, sender):
 
 def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_vals,
                              edge_vals, sender):
-    """``sar`` mode: refetch and recompute shard by shard."""
+    """``sar`` mode: refetch and recompute step by step."""
     graph, message = op.graph, op.message
-    plan = graph.plan
     dst_grads = [torch.zeros_like(t) if t.requires_grad else None for t in dst_vals]
     edge_grads = [torch.zeros_like(t) if t.requires_grad else None for t in edge_vals]
     captured_grads = [None] * len(op.captured)
@@ -384,35 +483,42 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
             if reducer == "mean" else grad_outputs[0]
     shortcut = (reducer in ("sum", "mean") and is_copy_src(message.func)
                 and not dst_vals and not edge_vals and not op.captured)
-    rounds = ((r, plan.peers(r)[1], None) for r in range(plan.size)) if shortcut else \
-        plan.rounds(src_vals, graph.depth, _FETCH, graph.max_rows, graph.wire)
-    for round_, j, fetched in rounds:
-        shard = graph.shards[j]
+    steps = ((step, graph.piece(step), None) for step in graph.steps) if shortcut else \
+        graph.fetched(src_vals, _FETCH)
+    for step, piece, fetched in steps:
         if shortcut:
-            fetched_grads = [copy_u_sum(shard.reverse_block(), grad_agg)]
+            fetched_grads = [copy_u_sum(piece.reverse_block(), grad_agg if piece.dst_index
+                                        is None else grad_agg[piece.dst_index])]
+        elif _idle(step, piece):
+            fetched_grads = [torch.zeros_like(t) for t in fetched]
         else:
             fetched = _fetched_leaves(fetched, src_vals)
-            dst_leaves = [_leaf(t) for t in dst_vals]
-            edge_leaves = [_leaf(t) for t in _edge_slices(edge_vals, shard)]
-            with torch.enable_grad(), _replayed_rng(op.rng_states, j, shard):
-                value = _shard_compute(message, shard, fetched, dst_leaves, edge_leaves)
+            # a chunk's destination values are gathered copies, as its edge values
+            dst_leaves = [_leaf(t, v.requires_grad)
+                          for t, v in zip(_dst_slices(dst_vals, piece), dst_vals)]
+            # a chunk's edge values are gathered copies: their flag comes from the source
+            edge_leaves = [_leaf(t, v.requires_grad)
+                           for t, v in zip(_edge_slices(edge_vals, piece), edge_vals)]
+            with torch.enable_grad(), _replayed_rng(op.rng_states, step.index, piece):
+                value = _shard_compute(message, piece, fetched, dst_leaves, edge_leaves)
             if reducer is None:
-                start, end = shard.edge_slice
                 outs = [value[name] for name in op.out_names]
-                grads_out = [g[start:end] if g is not None else None for g in grad_outputs]
+                grads_out = [_edge_slices([g], piece)[0] if g is not None else None
+                             for g in grad_outputs]
             else:
-                outs, grads_out = [value], [_shard_grad(reducer, grad_agg, winner, j)]
+                outs, grads_out = [value], [_shard_grad(reducer, grad_agg, winner,
+                                                        step.index, piece)]
             grads = _grads(outs, grads_out, fetched + dst_leaves + edge_leaves +
                            list(op.captured))
             n_f, n_d, n_e = len(fetched), len(dst_leaves), len(edge_leaves)
-            _accumulate(dst_grads, grads[n_f:n_f + n_d])
-            _accumulate([g[slice(*shard.edge_slice)] if g is not None else None
-                         for g in edge_grads], grads[n_f + n_d:n_f + n_d + n_e])
+            _add_dst_grads(dst_grads, piece, grads[n_f:n_f + n_d])
+            _add_edge_grads(edge_grads, piece, grads[n_f + n_d:n_f + n_d + n_e])
             captured_grads = [_sum(a, b) for a, b in zip(captured_grads,
                                                          grads[n_f + n_d + n_e:])]
             fetched_grads = [_or_zeros(g, leaf) for g, leaf in zip(grads[:n_f], fetched)]
-            del fetched, dst_leaves, edge_leaves, value, grads
-        sender.post(round_, fetched_grads)
+            del dst_leaves, edge_leaves, value, grads
+        del fetched
+        sender.post(step, fetched_grads)
         del fetched_grads                  # the exchange holds the buffer until it is sent
     return dst_grads, edge_grads, captured_grads
 
@@ -430,13 +536,6 @@ def _grads(outputs, grad_outputs, inputs) -> list:
         for i, grad in zip(wanted, found):
             result[i] = grad
     return result
-
-
-def _accumulate(totals, grads) -> None:
-    """Add each gradient into the matching total (views of the totals allowed)."""
-    for total, grad in zip(totals, grads):
-        if total is not None and grad is not None:
-            total.add_(grad)
 
 
 def _sum(total, grad):

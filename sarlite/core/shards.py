@@ -4,11 +4,14 @@ Worker ``i`` holds ``N`` shards: shard ``j`` is a DGL block whose source nodes a
 distinct rows of partition ``j`` that have an edge into partition ``i`` (compacted) and
 whose destination nodes are the local destination nodes. In ring round ``r`` worker ``i``
 aggregates shard ``(i - r) % N`` and serves the rows that worker ``(i + r) % N`` needs.
+With a bound on the rows per step a round is several steps, each moving one chunk of the
+shard's rows (:meth:`RingPlan.steps`, :meth:`GraphShard.chunks`).
 """
 from __future__ import annotations
 
 import warnings
 from collections import deque
+from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import dgl
@@ -31,16 +34,26 @@ class GraphShard:
         DGL block with ``U_j`` source nodes and all local destination nodes.
     edge_slice:
         ``(start, end)`` of this shard's edges in the manager's ``edata`` (shard order).
+    edge_index, dst_index:
+        ``None`` for a whole shard. For a chunk (see :meth:`chunks`): ``(E_c,)`` int64, the
+        positions of the chunk's edges among the shard's edges (ascending), so that block
+        edge ``e`` is shard edge ``edge_index[e]``; and ``(D_c,)`` int64, the destination
+        nodes the chunk's edges reach (ascending), so that block destination ``d`` is
+        destination ``dst_index[d]`` of the shard.
     """
 
     def __init__(self, src_part: int, rows: torch.Tensor, block: dgl.DGLGraph,
-                 edge_slice: tuple[int, int]):
+                 edge_slice: tuple[int, int], edge_index: torch.Tensor | None = None,
+                 dst_index: torch.Tensor | None = None):
         self.src_part = src_part
         self.rows = rows
         self.block = block
         self.edge_slice = edge_slice
+        self.edge_index = edge_index
+        self.dst_index = dst_index
         self._has_in_edges = None
         self._reverse = None
+        self._chunks = {}
 
     @property
     def num_edges(self) -> int:
@@ -60,6 +73,41 @@ class GraphShard:
                 (dst, src), num_src_nodes=self.block.num_dst_nodes(),
                 num_dst_nodes=self.block.num_src_nodes(), device=self.block.device)
         return self._reverse
+
+    def chunks(self, max_rows: int, count: int) -> tuple["GraphShard", ...]:
+        """The shard split by source row into ``count`` chunks (built once per size).
+
+        Chunk ``c`` holds the edges whose source is one of rows ``[c * max_rows,
+        (c + 1) * max_rows)`` of the shard, renumbered from 0, and as destinations only
+        the nodes those edges reach (``dst_index``), so that a chunk's aggregate is no
+        larger than its edges need; its ``edge_index`` says where its edges sit in the
+        shard (their order is kept). Chunks past the shard's rows are empty (other ranks
+        may need more chunks in the same ring round). ``count == 1`` gives the shard
+        itself.
+        """
+        if count == 1:
+            return (self,)
+        key = (max_rows, count)
+        if key not in self._chunks:
+            self._chunks[key] = self._split(max_rows, count)
+        return self._chunks[key]
+
+    def _split(self, max_rows: int, count: int) -> tuple["GraphShard", ...]:
+        src, dst = self.block.edges()
+        which = torch.div(src, max_rows, rounding_mode="floor")
+        order = torch.sort(which, stable=True).indices
+        bounds = [0] + torch.bincount(which, minlength=count).cumsum(0).tolist()
+        num_rows = self.block.num_src_nodes()
+        pieces = []
+        for c in range(count):
+            eids = order[bounds[c]:bounds[c + 1]]
+            lo, hi = min(c * max_rows, num_rows), min((c + 1) * max_rows, num_rows)
+            reached, compact = torch.unique(dst[eids], return_inverse=True)
+            block = dgl.create_block((src[eids] - lo, compact), num_src_nodes=hi - lo,
+                                     num_dst_nodes=reached.numel(), device=self.block.device)
+            pieces.append(GraphShard(self.src_part, self.rows[lo:hi], block,
+                                     self.edge_slice, eids, reached))
+        return tuple(pieces)
 
     def to(self, device) -> "GraphShard":
         return GraphShard(self.src_part, self.rows.to(device), self.block.to(device),
@@ -109,6 +157,7 @@ class RingPlan:
         self.counts = tuple(tuple(row) for row in counts)
         self.me = rank()
         self.size = world_size()
+        self._steps = {}
 
     def peers(self, round_: int) -> tuple[int, int]:
         """``(send_to, recv_from)`` of ring round ``round_``."""
@@ -118,66 +167,124 @@ class RingPlan:
         return RingPlan([None if idx is None else idx.to(device) for idx in self.send_idx],
                         self.num_recv, self.counts)
 
-    def calls(self, round_: int, max_rows: int | None) -> int:
-        """Collective calls of at most ``max_rows`` rows that round ``round_`` takes on
-        every rank (1 without a bound): enough for the largest pair of the round."""
+    def steps(self, step_rows: int | None) -> tuple["Step", ...]:
+        """The exchange steps of one pass, in order (the same number on every rank).
+
+        Without ``step_rows`` a step is a ring round. With it, round ``r > 0`` is split
+        into as many steps as its largest pair needs (``ceil(rows / step_rows)`` over the
+        rows any rank sends in that round): step ``c`` moves rows ``[c * step_rows,
+        (c + 1) * step_rows)`` of every pair. Round 0 (the local shard, read in place)
+        stays one step.
+        """
+        if step_rows not in self._steps:
+            self._steps[step_rows] = self._make_steps(step_rows)
+        return self._steps[step_rows]
+
+    def _make_steps(self, step_rows: int | None) -> tuple["Step", ...]:
+        steps = []
+        for round_ in range(self.size):
+            largest = self._largest(round_)
+            count = 1 if step_rows is None or round_ == 0 else max(1, -(-largest // step_rows))
+            send_to, recv_from = self.peers(round_)
+            sent, received = self.counts[self.me][send_to], self.num_recv[recv_from]
+            for c in range(count):
+                span = step_rows if count > 1 else max(sent, received, largest)
+                steps.append(Step(len(steps), round_, recv_from, c, count,
+                                  _span(c, span, sent), _span(c, span, received),
+                                  min(span, max(0, largest - c * span))))
+        return tuple(steps)
+
+    def _largest(self, round_: int) -> int:
+        """The most rows any rank sends in round ``round_``."""
+        return max(self.counts[i][(i + round_) % self.size] for i in range(self.size))
+
+    @staticmethod
+    def calls(step: "Step", max_rows: int | None) -> int:
+        """Collective calls of at most ``max_rows`` rows that ``step`` takes on every rank
+        (1 without a bound): enough for the largest pair of the step."""
         if max_rows is None:
             return 1
-        largest = max(self.counts[i][(i + round_) % self.size] for i in range(self.size))
-        return max(1, -(-largest // max_rows))
+        return max(1, -(-step.largest // max_rows))
 
-    def fetch(self, tensor: torch.Tensor, round_: int, kind: str,
+    def fetch(self, tensor: torch.Tensor, step: "Step", kind: str,
               max_rows: int | None = None, wire: torch.dtype | None = None):
-        """Post round ``round_`` of fetching rows of ``tensor``: returns a pending handle.
+        """Post ``step`` of fetching rows of ``tensor``: returns a pending handle.
         ``wire``: the dtype floating-point rows travel in (see :class:`EngineOptions
         <sarlite.core.options.EngineOptions>`' ``halo_dtype``)."""
-        send_to, recv_from = self.peers(round_)
+        send_to, recv_from = self.peers(step.round_)
         idx = self.send_idx[send_to]
+        rows = tensor if idx is None else tensor[idx[step.send[0]:step.send[1]]]
         return _send(lambda rows: ring_exchange(
-            rows, send_to, self.num_recv[recv_from], recv_from, kind, max_rows=max_rows,
-            calls=self.calls(round_, max_rows)),
-            tensor if idx is None else tensor[idx], send_to != self.me, wire)
+            rows, send_to, step.recv[1] - step.recv[0], recv_from, kind, max_rows=max_rows,
+            calls=self.calls(step, max_rows)), rows, send_to != self.me, wire)
 
-    def return_grad(self, grad_rows: torch.Tensor, round_: int, kind: str,
+    def return_grad(self, grad_rows: torch.Tensor, step: "Step", kind: str,
                     max_rows: int | None = None, wire: torch.dtype | None = None):
-        """Post round ``round_`` of sending gradients of fetched rows back to their owner.
+        """Post ``step`` of sending gradients of fetched rows back to their owner.
 
         The reverse of :meth:`fetch` (the same pairs, so the same number of calls): the
-        result holds the gradients of ``send_idx[send_to]`` rows, from the worker we served
-        in that round.
+        result holds the gradients of the rows we sent in that step, from the worker we
+        served.
         """
-        send_to, recv_from = self.peers(round_)
+        send_to, recv_from = self.peers(step.round_)
         idx = self.send_idx[send_to]
         return _send(lambda rows: ring_exchange(
-            rows, recv_from, grad_rows.shape[0] if idx is None else idx.numel(), send_to,
-            kind, max_rows=max_rows, calls=self.calls(round_, max_rows)),
+            rows, recv_from, grad_rows.shape[0] if idx is None else step.send[1] -
+            step.send[0], send_to, kind, max_rows=max_rows, calls=self.calls(step, max_rows)),
             grad_rows, send_to != self.me, wire)
 
-    def add_returned(self, total: torch.Tensor, grad_rows: torch.Tensor, round_: int) -> None:
-        """Add gradients returned in ``round_`` into ``total`` at the rows we served."""
-        idx = self.send_idx[self.peers(round_)[0]]
+    def add_returned(self, total: torch.Tensor, grad_rows: torch.Tensor, step: "Step") -> None:
+        """Add gradients returned in ``step`` into ``total`` at the rows we served."""
+        idx = self.send_idx[self.peers(step.round_)[0]]
         if idx is None:
             total.add_(grad_rows)
         else:
-            total.index_add_(0, idx, grad_rows)
+            total.index_add_(0, idx[step.send[0]:step.send[1]], grad_rows)
 
-    def rounds(self, tensors: Sequence[torch.Tensor], depth: int, kind: str,
-               max_rows: int | None = None, wire: torch.dtype | None = None
-               ) -> Iterator[tuple[int, int, list[torch.Tensor]]]:
-        """Fetch ``tensors`` shard by shard in ring order, ``depth`` rounds ahead.
+    def fetched(self, tensors: Sequence[torch.Tensor], steps: Sequence["Step"], depth: int,
+                kind: str, max_rows: int | None = None, wire: torch.dtype | None = None
+                ) -> Iterator[tuple["Step", list[torch.Tensor]]]:
+        """Fetch ``tensors`` step by step, ``depth`` steps ahead.
 
-        Yields ``(round, shard, fetched)`` where ``fetched[f]`` holds the rows of
-        ``tensors[f]`` that shard ``shard`` needs. Collective: every rank must consume the
-        whole generator, with the same ``max_rows``.
+        Yields ``(step, fetched)`` where ``fetched[f]`` holds the rows of ``tensors[f]``
+        that the step's chunk of shard ``step.shard`` reads. Collective: every rank must
+        consume the whole generator, with the same ``steps`` and ``max_rows``.
         """
         pending = deque()
         posted = 0
-        for round_ in range(self.size):
-            while posted < self.size and posted <= round_ + depth:
-                pending.append([self.fetch(t, posted, kind, max_rows, wire) for t in tensors])
+        for step in steps:
+            while posted < len(steps) and posted <= step.index + depth:
+                pending.append([self.fetch(t, steps[posted], kind, max_rows, wire)
+                                for t in tensors])
                 posted += 1
             handles = pending.popleft()
-            yield round_, self.peers(round_)[1], [h.wait() for h in handles]
+            yield step, [h.wait() for h in handles]
+
+
+def _span(chunk: int, rows: int, count: int) -> tuple[int, int]:
+    """Rows ``[chunk * rows, (chunk + 1) * rows)`` of ``count``, clipped."""
+    return min(chunk * rows, count), min((chunk + 1) * rows, count)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One exchange step of a sequential pass.
+
+    ``index``: position in the pass; ``round_``: the ring round; ``shard``: the shard
+    aggregated (the rank we receive from); ``chunk`` of ``chunks``: which piece of that
+    shard (see :meth:`GraphShard.chunks`); ``send`` / ``recv``: ``(start, stop)`` of the
+    rows we send (of ``send_idx[peer]``) and receive (of the shard's rows); ``largest``:
+    the most rows any rank sends in this step.
+    """
+
+    index: int
+    round_: int
+    shard: int
+    chunk: int
+    chunks: int
+    send: tuple[int, int]
+    recv: tuple[int, int]
+    largest: int
 
 
 def build_shards(shard_edges: list[tuple[torch.Tensor, torch.Tensor]],

@@ -87,6 +87,10 @@ class EngineConfig(_Section):
     max_collective_rows: Optional[int] = Field(
         None, ge=1, description="rows per peer in one collective call; larger exchanges "
         "are split (null: no bound)")
+    max_rows_per_step: Optional[int] = Field(
+        None, ge=1, description="rows of a remote shard fetched, used and freed at once "
+        "(forward, rematerialized backward, gradients); bounds transient memory by the "
+        "chunk, not the cut; exact (null: a whole shard per ring round)")
     halo_dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="type halo rows and their gradients travel in; bfloat16 / "
         "float16 halve the bytes but are no longer exact (float32: exact)")

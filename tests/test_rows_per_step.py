@@ -1,0 +1,133 @@
+"""Bounded exchange steps (``max_rows_per_step``): a remote shard's rows are fetched, used
+and freed in chunks of at most that many rows, in forward, in the rematerialized backward
+and for the gradients sent back, and every result stays single-process DGL's.
+
+The whole layer matrix also runs in tiny chunks (tests/test_exactness.py); these tests pin
+the bound itself, its combination with the other options, and the chunks' structure.
+"""
+import dgl
+import dgl.nn as dglnn
+import pytest
+import torch
+
+import sarlite
+from conftest import random_graph
+from harness import rows_per_call, spawn
+from sarlite.core.shards import GraphShard
+
+TOL = {"rtol": 1e-4, "atol": 1e-5}
+
+
+def _reference(g):
+    torch.manual_seed(0)
+    conv = dglnn.GATConv(4, 3, num_heads=2, allow_zero_in_degree=True)
+    x = g.ndata["feat"].clone().requires_grad_()
+    out = conv(g, x)
+    out.sum().backward()
+    return conv, out.detach(), x.grad
+
+
+def _gat_in_steps(rank, world, config, state, engine):
+    import torch.distributed as dist
+    sarlite.install_dgl_dispatch()
+    data = sarlite.load_partition_data(config)
+    g = sarlite.construct_full_graph(data, **engine)
+    conv = dglnn.GATConv(4, 3, num_heads=2, allow_zero_in_degree=True)
+    conv.load_state_dict(state)
+    x = data.node_features["feat"].clone().requires_grad_()
+    sizes = []
+    dist.all_to_all_single = rows_per_call(sizes)
+    out = conv(g, x)
+    out.sum().backward()
+    sarlite.all_reduce_gradients(conv)
+    return out.detach(), x.grad, conv.fc.weight.grad, sizes
+
+
+@pytest.mark.parametrize("engine", [
+    {"mode": "sar", "max_rows_per_step": 3},
+    {"mode": "sa", "max_rows_per_step": 3},
+    {"mode": "sar", "max_rows_per_step": 3, "max_collective_rows": 1},
+    {"mode": "sar", "max_rows_per_step": 3, "pipeline_depth": 0},
+], ids=["sar", "sa", "with-collective-bound", "depth0"])
+def test_every_exchange_moves_at_most_the_bound_and_results_stay_exact(tmp_path, engine):
+    g = random_graph(num_nodes=50, num_edges=250)
+    orig, _ = sarlite.partition_graph(g, "g", 3, tmp_path, return_mapping=True)
+    conv, out, xgrad = _reference(g)
+    results = spawn(_gat_in_steps, 3, str(tmp_path / "g.json"), conv.state_dict(), engine,
+                    timeout=120)
+    torch.testing.assert_close(torch.cat([r[0] for r in results]), out[orig], **TOL)
+    torch.testing.assert_close(torch.cat([r[1] for r in results]), xgrad[orig], **TOL)
+    torch.testing.assert_close(results[0][2], conv.fc.weight.grad, **TOL)
+    sizes = [s for r in results for s in r[3]]
+    bound = engine.get("max_collective_rows") or engine["max_rows_per_step"]
+    assert len(sizes) > 12 and max(sizes) <= bound     # many steps, none above the bound
+
+
+def _sage_mean_in_steps(rank, world, config, state, rows):
+    data = sarlite.load_partition_data(config)
+    g = sarlite.construct_full_graph(data, max_rows_per_step=rows)
+    conv = dglnn.SAGEConv(4, 3, "mean")
+    conv.load_state_dict(state)
+    x = data.node_features["feat"].clone().requires_grad_()
+    out = conv(g, x)
+    out.sum().backward()
+    return out.detach(), x.grad
+
+
+@pytest.mark.parametrize("rows", [1, 1000])
+def test_copy_u_backward_without_refetch_also_returns_gradients_in_steps(tmp_path, rows):
+    g = random_graph(num_nodes=50, num_edges=250)
+    orig, _ = sarlite.partition_graph(g, "g", 2, tmp_path, return_mapping=True)
+    torch.manual_seed(0)
+    conv = dglnn.SAGEConv(4, 3, "mean")
+    x = g.ndata["feat"].clone().requires_grad_()
+    out = conv(g, x)
+    out.sum().backward()
+    results = spawn(_sage_mean_in_steps, 2, str(tmp_path / "g.json"), conv.state_dict(),
+                    rows, timeout=120)
+    torch.testing.assert_close(torch.cat([r[0] for r in results]), out[orig].detach(), **TOL)
+    torch.testing.assert_close(torch.cat([r[1] for r in results]), x.grad[orig], **TOL)
+
+
+def _shard(num_rows=7, num_dst=5, num_edges=30, seed=0) -> GraphShard:
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, num_rows, (num_edges,), generator=gen)
+    dst = torch.randint(0, num_dst, (num_edges,), generator=gen)
+    block = dgl.create_block((src, dst), num_src_nodes=num_rows, num_dst_nodes=num_dst)
+    return GraphShard(1, torch.arange(num_rows) * 3, block, (10, 10 + num_edges))
+
+
+def test_chunks_split_a_shard_by_source_row_keep_its_edge_order_and_reach_only_their_destinations():
+    shard = _shard()
+    src, dst = shard.block.edges()
+    chunks = shard.chunks(3, 4)              # rows 0-2, 3-5, 6, none
+    assert [c.block.num_src_nodes() for c in chunks] == [3, 3, 1, 0]
+    assert torch.equal(torch.cat([c.edge_index for c in chunks]).sort().values,
+                       torch.arange(shard.num_edges))
+    for c, chunk in enumerate(chunks):
+        assert torch.equal(chunk.edge_index, chunk.edge_index.sort().values)
+        c_src, c_dst = chunk.block.edges()
+        assert torch.equal(c_src + 3 * c, src[chunk.edge_index])
+        assert torch.equal(chunk.dst_index[c_dst], dst[chunk.edge_index])
+        assert torch.equal(chunk.dst_index, dst[chunk.edge_index].unique())  # reached only
+        assert torch.equal(chunk.rows, shard.rows[3 * c:3 * c + 3])
+        assert chunk.edge_slice == shard.edge_slice
+
+
+def test_one_chunk_is_the_shard_itself_and_chunks_are_built_once():
+    shard = _shard()
+    assert shard.chunks(100, 1) == (shard,)
+    assert shard.chunks(2, 4) is shard.chunks(2, 4)
+
+
+def test_max_rows_per_step_must_be_a_positive_integer():
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="max_rows_per_step must be a positive integer"):
+            sarlite.core.EngineOptions(max_rows_per_step=bad)
+
+
+def test_the_yaml_engine_section_takes_max_rows_per_step():
+    from sarlite.train.config import EngineConfig
+    assert EngineConfig(max_rows_per_step=4096).max_rows_per_step == 4096
+    with pytest.raises(ValueError, match="max_rows_per_step"):
+        EngineConfig(max_rows_per_step=0)
