@@ -14,7 +14,10 @@ ten runs per case (DGL, then sar/sa/one-shot at N = 1, 2, 4):
 * ``full``: the quick case plus GCN 100k (about 5 min: runs as SAGE's), GAT 100k (about
   13 min: 90 s for DGL, 57-73 s a run at N=4), SAGE on the 100k power-law graph (about
   4.5 min) and SAGE on the 400k homophilous graph (about 12 min: 63 s for DGL, 85 s a
-  run at N=4, including its METIS partitioning): about 40 minutes in all.
+  run at N=4, including its METIS partitioning): about 40 minutes in all, plus the
+  extra runs (:data:`EXTRA_RUNS`: sar N=8, sar-chunked, 16-bit halos) on the SAGE
+  homophilous and uniform cases, about 8 minutes per case (measured 2026-11-24: the
+  22 runs of both cases, DGL and sar N=2, 4 included, took 691 s).
 """
 from __future__ import annotations
 
@@ -22,6 +25,25 @@ from dataclasses import dataclass, replace
 
 MODES = ("sar", "sa", "one-shot")
 WORLD_SIZES = (1, 2, 4)
+CHUNK_ROWS = 2048       # the chunked runs' engine.max_rows_per_step
+
+# Engine variants besides the plain modes: name -> (mode, extra worker arguments).
+VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "sar-chunked": ("sar", ("--max-rows-per-step", str(CHUNK_ROWS))),
+    "sar-bf16": ("sar", ("--halo-dtype", "bfloat16")),
+    "sar-fp16": ("sar", ("--halo-dtype", "float16")),
+}
+
+# The full suite's extra runs, on the SAGE cases of the homophilous and the uniform graph:
+# (mode or variant, world sizes). N=8 runs fine for memory on 2 cores (its epoch times
+# are those of 8 processes sharing 2 cores).
+EXTRA_RUNS: tuple[tuple[str, tuple[int, ...]], ...] = (
+    ("sar", (8,)), ("sar-chunked", (2, 4, 8)), ("sar-bf16", (2, 4)), ("sar-fp16", (2, 4)))
+
+
+def base_mode(name: str) -> str:
+    """The engine mode of a mode or variant name."""
+    return VARIANTS[name][0] if name in VARIANTS else name
 
 
 @dataclass(frozen=True)
@@ -65,4 +87,9 @@ SAGE_UNIFORM = Case("sage", graph="uniform")
 SUITES: dict[str, list[Case]] = {
     "quick": [SAGE_100K],
     "full": [SAGE_100K, GCN_100K, GAT_100K, SAGE_POWERLAW, SAGE_UNIFORM, SAGE_400K],
+}
+# which cases of a suite also make the EXTRA_RUNS
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "quick": (),
+    "full": (SAGE_100K.name, SAGE_UNIFORM.name),
 }

@@ -10,6 +10,10 @@ this one invocation and with the same initial parameters:
 * single-process DGL on the unpartitioned graph (mode ``dgl``);
 * sarlite in modes sar, sa and one-shot on N = 1, 2 and 4 torchrun workers (gloo, one
   thread per worker, METIS partitions made once and cached in benchmarks/results/tmp).
+* in the full suite, on the SAGE homophilous and uniform cases, extra runs
+  (``--no-extras`` leaves them out): sar on N = 8, ``sar-chunked`` (sar with
+  ``max_rows_per_step``) on N = 2, 4, 8 and ``sar-bf16``/``sar-fp16`` (16-bit halos) on
+  N = 2, 4. The variants can also be named in ``--modes``.
 
 Each run is its own set of processes, so a peak is that run's alone. Per run it records
 the median epoch time over the timed epochs after the warm-up, per-worker memory (RSS
@@ -40,7 +44,7 @@ from pathlib import Path
 
 from . import common
 from .bound import expected_bytes, layer_exchanges, lower_bound
-from .cases import MODES, SUITES, WORLD_SIZES, Case
+from .cases import EXTRA_RUNS, EXTRAS, MODES, SUITES, VARIANTS, WORLD_SIZES, Case, base_mode
 from .report import HALO_KINDS, write_report
 
 
@@ -81,22 +85,41 @@ def summarise(case: Case, mode: str, world: int, workers: list[dict],
             "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"), "workers": workers}
 
 
+def _engine_fields(mode: str, args) -> dict:
+    """The record's engine settings: the invocation's, overridden by the variant's."""
+    fields = {"halo_dtype": args.halo_dtype, "max_rows_per_step": None}
+    flags = list(VARIANTS[mode][1]) if mode in VARIANTS else []
+    for flag, value in zip(flags[::2], flags[1::2]):
+        key = flag.lstrip("-").replace("-", "_")
+        fields[key] = int(value) if value.isdigit() else value
+    return fields
+
+
 def _halo_nodes(config: Path) -> list[int]:
     from sarlite.partition.report import partition_report
     return partition_report(config).halo_nodes
 
 
-def run_case(case: Case, modes: list[str], world_sizes: list[int], args, out: Path,
+def run_plan(case: Case, modes: list[str], world_sizes: list[int], extras: bool
+             ) -> list[tuple[str, int]]:
+    """``(mode or variant, N)`` of every run of ``case``: DGL first, then the selected
+    modes at the selected N, then (``extras``) the suite's extra runs not already there."""
+    plan = ([("dgl", 1)] if "dgl" in modes else []) + [
+        (m, n) for n in world_sizes for m in modes if m != "dgl"]
+    if extras:
+        plan += [(m, n) for m, sizes in EXTRA_RUNS for n in sizes if (m, n) not in plan]
+    return plan
+
+
+def run_case(case: Case, plan: list[tuple[str, int]], args, out: Path,
              counter: list[int], total: int) -> bool:
-    """All selected runs of one case; each record goes to ``out/runs/<case>/``."""
+    """The runs ``plan`` of one case; each record goes to ``out/runs/<case>/``."""
     ok = True
     runs_dir = out / "runs" / case.name
     runs_dir.mkdir(parents=True, exist_ok=True)
     extra = _worker_args(case, args.pipeline_depth, args.device, args.halo_dtype)
     graph = common.cached_graph(case.num_nodes, case.avg_degree, case.feat_dim, case.graph,
                                 args.cache)
-    plan = ([("dgl", 1)] if "dgl" in modes else []) + [
-        (m, n) for n in world_sizes for m in modes if m != "dgl"]
     for mode, world in plan:
         counter[0] += 1
         label = "dgl" if mode == "dgl" else f"{mode} N={world}"
@@ -112,12 +135,14 @@ def run_case(case: Case, modes: list[str], world_sizes: list[int], args, out: Pa
                                                     case.feat_dim, world, case.graph,
                                                     args.cache)
                 halo = _halo_nodes(config)
+                variant = list(VARIANTS[mode][1]) if mode in VARIANTS else []
                 workers = common.run_json(common.torchrun(
-                    world, "benchmarks.worker", ["--mode", mode, "--config", str(config),
-                                                 *extra]), args.timeout, num_procs=world)
+                    world, "benchmarks.worker", ["--mode", base_mode(mode), "--config",
+                                                 str(config), *extra, *variant]),
+                    args.timeout, num_procs=world)
             record = summarise(case, mode, world, workers, halo)
             record.update(pipeline_depth=args.pipeline_depth, device=args.device,
-                          halo_dtype=args.halo_dtype)
+                          **_engine_fields(mode, args))
         except (RuntimeError, subprocess.TimeoutExpired) as err:
             ok = False
             record = {"case": case.name, "model": case.model, "mode": mode,
@@ -147,8 +172,14 @@ def _parser() -> argparse.ArgumentParser:
                         help="only these cases of the suite")
     parser.add_argument("--models", nargs="+", choices=("sage", "gcn", "gat"),
                         help="only cases of these models")
-    parser.add_argument("--modes", nargs="+", choices=("dgl",) + MODES,
-                        default=["dgl", *MODES], help="runs to make (default all)")
+    parser.add_argument("--modes", nargs="+", choices=("dgl",) + MODES + tuple(VARIANTS),
+                        default=["dgl", *MODES], help="runs to make (default dgl and the "
+                        "three modes; the variants: sar-chunked = sar with "
+                        "max_rows_per_step, sar-bf16/sar-fp16 = sar with 16-bit halos)")
+    parser.add_argument("--no-extras", action="store_true",
+                        help="leave out the suite's extra runs (full suite: sar N=8, "
+                        "sar-chunked N=2,4,8, sar-bf16/fp16 N=2,4 on the SAGE homophilous "
+                        "and uniform cases)")
     parser.add_argument("--world-sizes", nargs="+", type=int, default=list(WORLD_SIZES),
                         metavar="N", help="sarlite worker counts (default 1 2 4)")
     sizes = parser.add_argument_group("overrides for every selected case (tests, tries)")
@@ -204,14 +235,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.fresh and out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
-    sar_runs = len([m for m in args.modes if m != "dgl"]) * len(args.world_sizes)
-    total = len(cases) * (sar_runs + ("dgl" in args.modes))
+    plans = {c.name: run_plan(c, args.modes, args.world_sizes,
+                              not args.no_extras and c.name in EXTRAS[args.suite])
+             for c in cases}
+    total = sum(len(p) for p in plans.values())
     print(f"benchmarks.run: suite {args.suite}, {len(cases)} case(s), {total} runs -> {out}",
           flush=True)
     start = time.perf_counter()
     ok, counter = True, [0]
     for case in cases:
-        ok &= run_case(case, args.modes, args.world_sizes, args, out, counter, total)
+        ok &= run_case(case, plans[case.name], args, out, counter, total)
     table = write_report(out, args.suite)
     print(f"done in {time.perf_counter() - start:.0f} s; table: {table}", flush=True)
     return 0 if ok else 1

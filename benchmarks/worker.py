@@ -138,7 +138,8 @@ def run(args) -> None:
         feats = data.node_features
         graph = sarlite.construct_full_graph(data, mode=args.mode,
                                              pipeline_depth=args.pipeline_depth, device=device,
-                                             halo_dtype=args.halo_dtype)
+                                             halo_dtype=args.halo_dtype,
+                                             max_rows_per_step=args.max_rows_per_step)
         del data        # as sarlite.train does: the graph keeps what it needs
         count = sarlite.comm.all_reduce(feats["train_mask"].sum().float().reshape(1), "sum",
                                         kind="benchmark")
@@ -178,6 +179,8 @@ def main() -> None:
     parser.add_argument("--pipeline-depth", type=int, default=1)
     parser.add_argument("--halo-dtype", default="float32",
                         choices=("float32", "bfloat16", "float16"))
+    parser.add_argument("--max-rows-per-step", type=int, default=None,
+                        help="engine.max_rows_per_step (sarlite modes; default: whole shards)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = parser.parse_args()
     whole = args.graph is not None or args.dataset is not None

@@ -27,7 +27,8 @@ def suite(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     status = run.main(["--suite", "full", "--cases", *CASES, "--num-nodes", str(NUM_NODES),
                        "--avg-degree", "5", "--hidden", str(HIDDEN), "--world-sizes",
-                       str(WORLD), "--modes", "dgl", "sar", "one-shot", "--timeout", "120",
+                       str(WORLD), "--modes", "dgl", "sar", "one-shot", "--no-extras",
+                       "--timeout", "120",
                        "--out", str(out), "--cache", str(out / "cache")])
     assert status == 0
     return out
@@ -137,3 +138,21 @@ def test_a_run_that_hangs_after_writing_its_results_keeps_them():
 def test_a_run_that_hangs_before_writing_its_results_times_out():
     with pytest.raises(subprocess.TimeoutExpired):
         run_json([sys.executable, "-c", _WRITE_THEN_HANG, "nothing"], timeout=5)
+
+
+def test_the_run_plan_adds_the_suite_extras_once_after_the_selected_runs():
+    case = run.SUITES["full"][0]
+    plan = run.run_plan(case, ["dgl", "sar"], [2, 8], extras=True)
+    assert plan[:3] == [("dgl", 1), ("sar", 2), ("sar", 8)]
+    assert len(plan) == len(set(plan))                 # sar N=8 is not run twice
+    assert ("sar-chunked", 4) in plan and ("sar-fp16", 2) in plan
+    assert run.run_plan(case, ["dgl", "sar"], [2], extras=False) == [("dgl", 1), ("sar", 2)]
+
+
+def test_a_variant_runs_its_base_mode_with_its_engine_settings():
+    from benchmarks.cases import CHUNK_ROWS, base_mode
+    assert base_mode("sar-chunked") == "sar" and base_mode("one-shot") == "one-shot"
+    args = run._parser().parse_args([])
+    assert run._engine_fields("sar-chunked", args) == {
+        "halo_dtype": "float32", "max_rows_per_step": CHUNK_ROWS}
+    assert run._engine_fields("sar-bf16", args)["halo_dtype"] == "bfloat16"
