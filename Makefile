@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 # The synthetic default on 2 torchrun workers in sar mode, then an MLP baseline.
 demo: setup

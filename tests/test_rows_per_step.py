@@ -12,35 +12,11 @@ import torch
 
 import sarlite
 from conftest import random_graph
-from harness import rows_per_call, spawn
+import gat_case
+from harness import spawn
 from sarlite.core.shards import GraphShard
 
 TOL = {"rtol": 1e-4, "atol": 1e-5}
-
-
-def _reference(g):
-    torch.manual_seed(0)
-    conv = dglnn.GATConv(4, 3, num_heads=2, allow_zero_in_degree=True)
-    x = g.ndata["feat"].clone().requires_grad_()
-    out = conv(g, x)
-    out.sum().backward()
-    return conv, out.detach(), x.grad
-
-
-def _gat_in_steps(rank, world, config, state, engine):
-    import torch.distributed as dist
-    sarlite.install_dgl_dispatch()
-    data = sarlite.load_partition_data(config)
-    g = sarlite.construct_full_graph(data, **engine)
-    conv = dglnn.GATConv(4, 3, num_heads=2, allow_zero_in_degree=True)
-    conv.load_state_dict(state)
-    x = data.node_features["feat"].clone().requires_grad_()
-    sizes = []
-    dist.all_to_all_single = rows_per_call(sizes)
-    out = conv(g, x)
-    out.sum().backward()
-    sarlite.all_reduce_gradients(conv)
-    return out.detach(), x.grad, conv.fc.weight.grad, sizes
 
 
 @pytest.mark.parametrize("engine", [
@@ -52,8 +28,8 @@ def _gat_in_steps(rank, world, config, state, engine):
 def test_every_exchange_moves_at_most_the_bound_and_results_stay_exact(tmp_path, engine):
     g = random_graph(num_nodes=50, num_edges=250)
     orig, _ = sarlite.partition_graph(g, "g", 3, tmp_path, return_mapping=True)
-    conv, out, xgrad = _reference(g)
-    results = spawn(_gat_in_steps, 3, str(tmp_path / "g.json"), conv.state_dict(), engine,
+    conv, out, xgrad = gat_case.reference(g)
+    results = spawn(gat_case.worker, 3, str(tmp_path / "g.json"), conv.state_dict(), engine,
                     timeout=120)
     torch.testing.assert_close(torch.cat([r[0] for r in results]), out[orig], **TOL)
     torch.testing.assert_close(torch.cat([r[1] for r in results]), xgrad[orig], **TOL)

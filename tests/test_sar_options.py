@@ -5,38 +5,17 @@ import torch
 
 import sarlite
 from conftest import random_graph
-from harness import rows_per_call, spawn
-
-
-def _reference(g):
-    torch.manual_seed(0)
-    conv = dglnn.GATConv(4, 3, num_heads=2, allow_zero_in_degree=True)
-    x = g.ndata["feat"].clone().requires_grad_()
-    out = conv(g, x)
-    out.sum().backward()
-    return conv, out.detach(), x.grad
-
-
-def _gat(rank, world, config, state, mode, depth):
-    sarlite.install_dgl_dispatch()
-    data = sarlite.load_partition_data(config)
-    g = sarlite.construct_full_graph(data, pipeline_depth=depth,
-                                     **({"mode": mode} if mode is not None else {}))
-    conv = dglnn.GATConv(4, 3, num_heads=2, allow_zero_in_degree=True)
-    conv.load_state_dict(state)
-    x = data.node_features["feat"].clone().requires_grad_()
-    out = conv(g, x)
-    out.sum().backward()
-    sarlite.all_reduce_gradients(conv)
-    return out.detach(), x.grad, conv.fc.weight.grad, type(g).__name__
+import gat_case
+from harness import spawn
 
 
 @pytest.mark.parametrize("mode,depth", [(None, 0), (None, 2), ("sa", 3), ("one-shot", 1)])
 def test_pipeline_depth_and_mode_keep_results_exact(tmp_path, mode, depth):
     g = random_graph(num_nodes=50, num_edges=250)
     orig, _ = sarlite.partition_graph(g, "g", 3, tmp_path, return_mapping=True)
-    conv, out, xgrad = _reference(g)
-    results = spawn(_gat, 3, str(tmp_path / "g.json"), conv.state_dict(), mode, depth,
+    conv, out, xgrad = gat_case.reference(g)
+    engine = {"pipeline_depth": depth, **({"mode": mode} if mode is not None else {})}
+    results = spawn(gat_case.worker, 3, str(tmp_path / "g.json"), conv.state_dict(), engine,
                     timeout=120)
     torch.testing.assert_close(torch.cat([r[0] for r in results]), out[orig],
                                rtol=1e-4, atol=1e-5)
@@ -44,7 +23,7 @@ def test_pipeline_depth_and_mode_keep_results_exact(tmp_path, mode, depth):
                                rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(results[0][2], conv.fc.weight.grad, rtol=1e-4, atol=1e-5)
     expected = "DistributedBlock" if mode == "one-shot" else "GraphShardManager"
-    assert all(r[3] == expected for r in results)
+    assert all(r[4] == expected for r in results)
 
 
 def test_unknown_mode_is_rejected():
@@ -79,29 +58,13 @@ def test_engine_runs_on_partitions_written_by_dgl_with_their_edge_features(tmp_p
                                rtol=1e-4, atol=1e-5)
 
 
-def _gat_bounded(rank, world, config, state, mode, max_rows):
-    import torch.distributed as dist
-    sarlite.install_dgl_dispatch()
-    data = sarlite.load_partition_data(config)
-    g = sarlite.construct_full_graph(data, mode=mode, max_collective_rows=max_rows)
-    conv = dglnn.GATConv(4, 3, num_heads=2, allow_zero_in_degree=True)
-    conv.load_state_dict(state)
-    x = data.node_features["feat"].clone().requires_grad_()
-    sizes = []
-    dist.all_to_all_single = rows_per_call(sizes)
-    out = conv(g, x)
-    out.sum().backward()
-    sarlite.all_reduce_gradients(conv)
-    return out.detach(), x.grad, conv.fc.weight.grad, sizes
-
-
 @pytest.mark.parametrize("mode", ["sar", "sa", "one-shot"])
 def test_max_collective_rows_bounds_every_call_and_keeps_results_exact(tmp_path, mode):
     g = random_graph(num_nodes=50, num_edges=250)
     orig, _ = sarlite.partition_graph(g, "g", 3, tmp_path, return_mapping=True)
-    conv, out, xgrad = _reference(g)
-    results = spawn(_gat_bounded, 3, str(tmp_path / "g.json"), conv.state_dict(), mode, 2,
-                    timeout=120)
+    conv, out, xgrad = gat_case.reference(g)
+    results = spawn(gat_case.worker, 3, str(tmp_path / "g.json"), conv.state_dict(),
+                    {"mode": mode, "max_collective_rows": 2}, timeout=120)
     torch.testing.assert_close(torch.cat([r[0] for r in results]), out[orig],
                                rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(torch.cat([r[1] for r in results]), xgrad[orig],
