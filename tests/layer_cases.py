@@ -372,8 +372,7 @@ def build(name: str, distributed: bool) -> nn.Module:
 # the engine configurations the matrix runs: a mode, or a mode with tiny chunks (two rows
 # of a remote shard fetched, used and freed per step)
 ENGINES = {"sar": {"mode": "sar"}, "sa": {"mode": "sa"}, "one-shot": {"mode": "one-shot"},
-           "sar-chunk2": {"mode": "sar", "max_rows_per_step": 2},
-           "sa-chunk2": {"mode": "sa", "max_rows_per_step": 2}}
+           "sar-chunk2": {"mode": "sar", "max_rows_per_step": 2}}
 
 
 def refusal(case: str, engine: str, world_size: int) -> str | None:

@@ -2,8 +2,9 @@
 and freed in chunks of at most that many rows, in forward, in the rematerialized backward
 and for the gradients sent back, and every result stays single-process DGL's.
 
-The whole layer matrix also runs in tiny chunks (tests/test_exactness.py); these tests pin
-the bound itself, its combination with the other options, and the chunks' structure.
+The whole layer matrix also runs in tiny chunks in sar mode (tests/test_exactness.py); these
+tests pin sa mode in chunks, the bound itself, its combination with the other options, and
+the chunks' structure.
 """
 import dgl
 import dgl.nn as dglnn
