@@ -27,11 +27,26 @@ MODES = ("sar", "sa", "one-shot")
 WORLD_SIZES = (1, 2, 4)
 CHUNK_ROWS = 2048       # the chunked runs' engine.max_rows_per_step
 
-# Engine variants besides the plain modes: name -> (mode, extra worker arguments).
-VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "sar-chunked": ("sar", ("--max-rows-per-step", str(CHUNK_ROWS))),
-    "sar-bf16": ("sar", ("--halo-dtype", "bfloat16")),
-    "sar-fp16": ("sar", ("--halo-dtype", "float16")),
+
+
+@dataclass(frozen=True)
+class Variant:
+    """An engine mode run with engine settings other than the invocation's."""
+
+    mode: str
+    settings: tuple[tuple[str, object], ...]     # (engine field, value)
+
+    def flags(self) -> list[str]:
+        """The worker's command-line arguments for the settings."""
+        return [arg for key, value in self.settings
+                for arg in (f"--{key.replace('_', '-')}", str(value))]
+
+
+# Engine variants besides the plain modes.
+VARIANTS: dict[str, Variant] = {
+    "sar-chunked": Variant("sar", (("max_rows_per_step", CHUNK_ROWS),)),
+    "sar-bf16": Variant("sar", (("halo_dtype", "bfloat16"),)),
+    "sar-fp16": Variant("sar", (("halo_dtype", "float16"),)),
 }
 
 # The full suite's extra runs, on the SAGE cases of the homophilous and the uniform graph:
@@ -43,7 +58,7 @@ EXTRA_RUNS: tuple[tuple[str, tuple[int, ...]], ...] = (
 
 def base_mode(name: str) -> str:
     """The engine mode of a mode or variant name."""
-    return VARIANTS[name][0] if name in VARIANTS else name
+    return VARIANTS[name].mode if name in VARIANTS else name
 
 
 @dataclass(frozen=True)

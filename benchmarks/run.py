@@ -88,11 +88,7 @@ def summarise(case: Case, mode: str, world: int, workers: list[dict],
 def _engine_fields(mode: str, args) -> dict:
     """The record's engine settings: the invocation's, overridden by the variant's."""
     fields = {"halo_dtype": args.halo_dtype, "max_rows_per_step": None}
-    flags = list(VARIANTS[mode][1]) if mode in VARIANTS else []
-    for flag, value in zip(flags[::2], flags[1::2]):
-        key = flag.lstrip("-").replace("-", "_")
-        fields[key] = int(value) if value.isdigit() else value
-    return fields
+    return fields | (dict(VARIANTS[mode].settings) if mode in VARIANTS else {})
 
 
 def _halo_nodes(config: Path) -> list[int]:
@@ -135,7 +131,7 @@ def run_case(case: Case, plan: list[tuple[str, int]], args, out: Path,
                                                     case.feat_dim, world, case.graph,
                                                     args.cache)
                 halo = _halo_nodes(config)
-                variant = list(VARIANTS[mode][1]) if mode in VARIANTS else []
+                variant = VARIANTS[mode].flags() if mode in VARIANTS else []
                 workers = common.run_json(common.torchrun(
                     world, "benchmarks.worker", ["--mode", base_mode(mode), "--config",
                                                  str(config), *extra, *variant]),

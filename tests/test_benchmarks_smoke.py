@@ -150,9 +150,10 @@ def test_the_run_plan_adds_the_suite_extras_once_after_the_selected_runs():
 
 
 def test_a_variant_runs_its_base_mode_with_its_engine_settings():
-    from benchmarks.cases import CHUNK_ROWS, base_mode
+    from benchmarks.cases import CHUNK_ROWS, VARIANTS, base_mode
     assert base_mode("sar-chunked") == "sar" and base_mode("one-shot") == "one-shot"
     args = run._parser().parse_args([])
     assert run._engine_fields("sar-chunked", args) == {
         "halo_dtype": "float32", "max_rows_per_step": CHUNK_ROWS}
     assert run._engine_fields("sar-bf16", args)["halo_dtype"] == "bfloat16"
+    assert VARIANTS["sar-chunked"].flags() == ["--max-rows-per-step", str(CHUNK_ROWS)]

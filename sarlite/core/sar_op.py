@@ -207,9 +207,10 @@ def _leaf(tensor: torch.Tensor, requires_grad: bool | None = None) -> torch.Tens
     return tensor.detach().requires_grad_(flag)
 
 
-def _fetched_leaves(fetched, src_vals):
-    """Leaves for fetched rows, needing a gradient when their source field does."""
-    return [_leaf(t, s.requires_grad) for t, s in zip(fetched, src_vals)]
+def _leaves_like(copies, sources):
+    """Leaves for copies (fetched rows, a chunk's gathered destination or edge values),
+    needing a gradient when the tensor they were copied from does."""
+    return [_leaf(t, s.requires_grad) for t, s in zip(copies, sources)]
 
 
 def _rng_state(shard: GraphShard):
@@ -332,7 +333,7 @@ def _forward(graph: ShardSet, message: Message, values, declared, keep_graph: bo
     state, per_step, fetched_leaves, rng_states = (None, None), {}, {}, {}
     for step, piece, fetched in graph.fetched(src_vals, _FETCH):
         if keep_graph:
-            fetched = _fetched_leaves(fetched, values[:len(message.src)])
+            fetched = _leaves_like(fetched, values[:len(message.src)])
             fetched_leaves[step.index] = fetched
         if _idle(step, piece):
             continue
@@ -356,9 +357,7 @@ def _forward(graph: ShardSet, message: Message, values, declared, keep_graph: bo
     with torch.set_grad_enabled(keep_graph):
         if message.reducer is None:
             names = tuple(sorted({name for value in per_step.values() for name in value}))
-            outputs = tuple(torch.cat([_shard_edge_values(graph, per_step, j, name)
-                                       for j in range(len(graph.shards))])
-                            for name in names)
+            outputs = _edge_outputs(graph, per_step, names)
         else:
             names, outputs = (message.out_field,), (_finish(graph, message.reducer, state),)
     captured = tuple(capture.found) if capture is not None else ()
@@ -368,15 +367,23 @@ def _forward(graph: ShardSet, message: Message, values, declared, keep_graph: bo
     return op, _Forward(outputs, state[1], kept)
 
 
-def _shard_edge_values(graph: ShardSet, per_step: dict, j: int, name: str) -> torch.Tensor:
-    """Shard ``j``'s per-edge values of ``name`` in its edge order, from its steps' pieces
-    (chunks hold their edges in shard order; put back where they came from)."""
-    parts = [(graph.piece(s), per_step[s.index][name]) for s in graph.steps
-             if s.shard == j and s.index in per_step]
-    if len(parts) == 1 and parts[0][0].edge_index is None:
-        return parts[0][1]
-    where = torch.cat([piece.edge_index for piece, _ in parts])
-    return torch.cat([value for _, value in parts])[torch.argsort(where)]
+def _edge_outputs(graph: ShardSet, per_step: dict, names) -> tuple[torch.Tensor, ...]:
+    """Per-edge values of each of ``names`` over all shards, in the shards' edge order,
+    from the steps' pieces (a chunk holds its edges in shard order: each goes back where
+    it came from)."""
+    by_shard: dict[int, list] = {j: [] for j in range(len(graph.shards))}
+    for step in graph.steps:
+        if step.index in per_step:
+            by_shard[step.shard].append((graph.piece(step), per_step[step.index]))
+    order = {j: None if len(parts) == 1 and parts[0][0].edge_index is None else
+             torch.argsort(torch.cat([piece.edge_index for piece, _ in parts]))
+             for j, parts in by_shard.items()}
+
+    def shard_values(j: int, name: str) -> torch.Tensor:
+        values = torch.cat([value[name] for _, value in by_shard[j]])
+        return values if order[j] is None else values[order[j]]
+
+    return tuple(torch.cat([shard_values(j, name) for j in by_shard]) for name in names)
 
 
 class SequentialAggregation(torch.autograd.Function):
@@ -492,13 +499,9 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
         elif _idle(step, piece):
             fetched_grads = [torch.zeros_like(t) for t in fetched]
         else:
-            fetched = _fetched_leaves(fetched, src_vals)
-            # a chunk's destination values are gathered copies, as its edge values
-            dst_leaves = [_leaf(t, v.requires_grad)
-                          for t, v in zip(_dst_slices(dst_vals, piece), dst_vals)]
-            # a chunk's edge values are gathered copies: their flag comes from the source
-            edge_leaves = [_leaf(t, v.requires_grad)
-                           for t, v in zip(_edge_slices(edge_vals, piece), edge_vals)]
+            fetched = _leaves_like(fetched, src_vals)
+            dst_leaves = _leaves_like(_dst_slices(dst_vals, piece), dst_vals)
+            edge_leaves = _leaves_like(_edge_slices(edge_vals, piece), edge_vals)
             with torch.enable_grad(), _replayed_rng(op.rng_states, step.index, piece):
                 value = _shard_compute(message, piece, fetched, dst_leaves, edge_leaves)
             if reducer is None:

@@ -214,8 +214,8 @@ class RingPlan:
         send_to, recv_from = self.peers(step.round_)
         idx = self.send_idx[send_to]
         rows = tensor if idx is None else tensor[idx[step.send[0]:step.send[1]]]
-        return _send(lambda rows: ring_exchange(
-            rows, send_to, step.recv[1] - step.recv[0], recv_from, kind, max_rows=max_rows,
+        return _send(lambda payload: ring_exchange(
+            payload, send_to, step.recv[1] - step.recv[0], recv_from, kind, max_rows=max_rows,
             calls=self.calls(step, max_rows)), rows, send_to != self.me, wire)
 
     def return_grad(self, grad_rows: torch.Tensor, step: "Step", kind: str,
@@ -228,8 +228,8 @@ class RingPlan:
         """
         send_to, recv_from = self.peers(step.round_)
         idx = self.send_idx[send_to]
-        return _send(lambda rows: ring_exchange(
-            rows, recv_from, grad_rows.shape[0] if idx is None else step.send[1] -
+        return _send(lambda payload: ring_exchange(
+            payload, recv_from, grad_rows.shape[0] if idx is None else step.send[1] -
             step.send[0], send_to, kind, max_rows=max_rows, calls=self.calls(step, max_rows)),
             grad_rows, send_to != self.me, wire)
 
