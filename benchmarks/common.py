@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -22,12 +21,14 @@ CACHE = RESULTS / "tmp"
 
 def rss_mib() -> float:
     """Current resident set size of this process, MiB."""
-    return _status_kib("VmRSS") / 1024
+    from sarlite.comm.resident import resident_bytes
+    return resident_bytes() / 2**20
 
 
 def peak_rss_mib() -> float:
     """High-water mark of the resident set size since start or the last reset, MiB."""
-    return _status_kib("VmHWM") / 1024
+    from sarlite.comm.resident import peak_resident_bytes
+    return peak_resident_bytes() / 2**20
 
 
 def cpu_ticks() -> tuple[int, int]:
@@ -41,14 +42,9 @@ def cpu_ticks() -> tuple[int, int]:
 
 
 def reset_peak_rss() -> None:
-    """Restart the RSS high-water mark from the current RSS (Linux ``clear_refs`` 5)."""
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-
-
-def _status_kib(field: str) -> int:
-    text = Path("/proc/self/status").read_text()
-    return int(re.search(rf"{field}:\s+(\d+)", text).group(1))
+    """Restart the RSS high-water mark from the current RSS."""
+    from sarlite.comm.resident import reset_peak
+    reset_peak()
 
 
 def build_model(kind: str, in_dim: int, hidden: int, num_classes: int, num_layers: int = 3,

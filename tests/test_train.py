@@ -68,6 +68,14 @@ def test_synthetic_losses_match_single_process_dgl_per_epoch(tmp_path, model):
     _assert_loss_parity(_config(tmp_path, model={"type": model}), tmp_path / "run")
 
 
+def test_a_memory_budget_run_keeps_dgls_losses_stays_under_it_and_records_its_plan(tmp_path):
+    cfg = _config(tmp_path, engine={"memory_budget": "4GiB"}, train={"epochs": 3})
+    _assert_loss_parity(cfg, tmp_path / "run")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["memory_plan"]["layers"] == ["one-shot", "one-shot"]
+    assert max(max(r["training_peak_rss_mib"]) for r in _metrics(tmp_path / "run")) < 4096
+
+
 def test_cora_losses_match_single_process_dgl_per_epoch(tmp_path, data_dir):
     cfg = _config(tmp_path)
     cfg["dataset"] = {"name": "cora", "data_dir": str(data_dir)}

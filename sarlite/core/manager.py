@@ -75,6 +75,18 @@ class GraphShardManager(ShardedGraphBase):
                              f"g.get_full_partition_graph())")
         return options
 
+    def with_options(self, options: EngineOptions) -> "GraphShardManager":
+        """A view of this graph that runs with ``options`` (``sar`` or ``sa``): it shares
+        the shards, structure and tensors; its field changes stay its own, as with
+        :meth:`local_var`. For per-layer settings (e.g. rows per step). Local.
+
+        Raises ``ValueError`` for mode ``"one-shot"``
+        (use :meth:`get_full_partition_graph`)."""
+        view = self.local_var()
+        view._options = options
+        view.engine_options()
+        return view
+
     @property
     def mode(self) -> str:
         return self.engine_options().mode

@@ -37,7 +37,7 @@ from .capture import Captures
 from .message import is_copy_src
 from .shards import GraphShard, RingPlan, Step
 
-_FETCH, _GRAD = "sar_fetch", "sar_grad"
+FETCH_KIND, GRAD_KIND = "sar_fetch", "sar_grad"
 
 
 @dataclass(frozen=True)
@@ -331,7 +331,7 @@ def _forward(graph: ShardSet, message: Message, values, declared, keep_graph: bo
         edge_vals = [t.detach() for t in edge_vals]
     capture = Captures(declared) if message.udf and torch.is_grad_enabled() else None
     state, per_step, fetched_leaves, rng_states = (None, None), {}, {}, {}
-    for step, piece, fetched in graph.fetched(src_vals, _FETCH):
+    for step, piece, fetched in graph.fetched(src_vals, FETCH_KIND):
         if keep_graph:
             fetched = _leaves_like(fetched, values[:len(message.src)])
             fetched_leaves[step.index] = fetched
@@ -435,7 +435,7 @@ class _GradReturn:
     def post(self, step: Step, fetched_grads):
         """Send the gradients of the rows fetched in ``step``; apply the previous step's."""
         self.flush()
-        self.pending = [(step, f, self.plan.return_grad(grad, step, _GRAD, self.max_rows,
+        self.pending = [(step, f, self.plan.return_grad(grad, step, GRAD_KIND, self.max_rows,
                                                         self.wire))
                         for f, grad in enumerate(fetched_grads) if self.wanted[f]]
         if self.depth == 0:
@@ -491,7 +491,7 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
     shortcut = (reducer in ("sum", "mean") and is_copy_src(message.func)
                 and not dst_vals and not edge_vals and not op.captured)
     steps = ((step, graph.piece(step), None) for step in graph.steps) if shortcut else \
-        graph.fetched(src_vals, _FETCH)
+        graph.fetched(src_vals, FETCH_KIND)
     for step, piece, fetched in steps:
         if shortcut:
             fetched_grads = [copy_u_sum(piece.reverse_block(), grad_agg if piece.dst_index

@@ -13,6 +13,7 @@ from typing import Annotated, Literal, Optional, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..core.budget import parse_bytes
 from ..data import DATASETS, SYNTHETIC_DATASETS
 
 
@@ -94,6 +95,24 @@ class EngineConfig(_Section):
     halo_dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="type halo rows and their gradients travel in; bfloat16 / "
         "float16 halve the bytes but are no longer exact (float32: exact)")
+    memory_budget: Union[Annotated[int, Field(ge=1)], str, None] = Field(
+        None, description="the most resident memory each worker may hold while training "
+        "(bytes, or a size such as '3GiB'): each layer then runs one-shot where the "
+        "estimate fits and sar with fewer rows per step where not, measured by one "
+        "calibration pass; exact; full-batch homogeneous training (null: engine.mode)")
+
+    @model_validator(mode="after")
+    def _budget(self):
+        if self.memory_budget is None:
+            return self
+        parse_bytes(self.memory_budget)
+        chosen = [f"engine.mode={self.mode}"] if self.mode != "sar" else []
+        if self.max_rows_per_step is not None:
+            chosen.append(f"engine.max_rows_per_step={self.max_rows_per_step}")
+        if chosen:
+            raise ValueError(f"engine.memory_budget chooses each layer's mode and rows per "
+                             f"step: leave {' and '.join(chosen)} unset (mode sar)")
+        return self
 
 
 class OptimConfig(_Section):
@@ -158,6 +177,10 @@ class Config(_Section):
         if model.type in ("mlp", "sgc", "appnp"):
             raise ValueError(f"train.sampling needs a layer-per-block model (gcn, sage, "
                              f"gat, gin), not model.type={model.type!r}")
+        if self.engine.memory_budget is not None:
+            raise ValueError("engine.memory_budget plans full-graph training; sampled "
+                             "training (train.sampling) moves sampled blocks, not halos: "
+                             "leave one of them unset")
         if len(sampling.fanouts) != model.layers:
             raise ValueError(f"train.sampling.fanouts has {len(sampling.fanouts)} entries "
                              f"but the model has {model.layers} layers: give one per layer")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -13,12 +13,14 @@ from tqdm import tqdm
 from .. import comm
 from ..comm import health
 from ..core import construct_full_graph, construct_mfgs, install_dgl_dispatch
+from ..comm.resident import peak_resident_bytes, reset_peak
 from ..partition import HeteroPartitionData, PartitionData, load_partition_data
 from ..partition.files import remove_stale_temporaries
 from . import checkpoint
 from .config import Config, ConfigError
 from .models import (HeteroClassifier, OwnedEmbeddings, SampledEmbeddings, build_model,
                      graphs_needed, replicated)
+from .memory import check_budget, planned_graphs
 from .nonfinite import check_features, check_step
 from .outputs import MetricsLog, on_rank0, plot_curves, write_summary
 from .partitions import prepare_partitions
@@ -205,6 +207,16 @@ def _train_step(model, optimizer, batch: Batch, num_train: float, epoch: int | N
     return value
 
 
+def _calibration_pass(model, batch: Batch, num_train: float) -> None:
+    """One training pass whose gradients are dropped: engine.memory_budget's measurement.
+    Collective."""
+    model.train()
+    logits = _forward(model, batch)
+    mask = batch.masks["train"]
+    (F.cross_entropy(logits[mask], batch.labels[mask], reduction="sum") / num_train).backward()
+    model.zero_grad(set_to_none=True)
+
+
 def _sampled_epoch(model, optimizer, loader, epoch: int | None, target: str | None = None,
                    sparse=None) -> float:
     """One pass over the sampled batches (a step each); the mean of the steps' global
@@ -316,6 +328,7 @@ def run(cfg: Config) -> dict:
         data = load_partition_data(part_config)    # read once: evaluation and sampling
     hetero = isinstance(data, HeteroPartitionData)
     _check_hetero(cfg, hetero)
+    check_budget(cfg, hetero)
     target = None                   # the labelled node type of a heterogeneous graph
     if hetero:
         batch, target, num_classes = _build_hetero_batch(cfg, data)
@@ -341,6 +354,13 @@ def run(cfg: Config) -> dict:
     else:
         torch.manual_seed(cfg.train.seed * 1000 + rank)   # this rank's dropout stream
     metrics = on_rank0(lambda: MetricsLog(out_dir, start), rank, "open_metrics")
+    plan = None
+    if cfg.engine.memory_budget is not None:
+        graphs, plan = planned_graphs(cfg, model, batch.graphs[0],
+                                      lambda gs: _calibration_pass(model, replace(
+                                          batch, graphs=gs), num_train), rank)
+        batch = replace(batch, graphs=graphs)
+        reset_peak()            # the budget bounds the memory held from here on
 
     begin = time.time()
     bar = tqdm(range(start, cfg.train.epochs), disable=rank != 0, desc="train",
@@ -364,6 +384,8 @@ def run(cfg: Config) -> dict:
         row["epoch_time"] = time.perf_counter() - tick
         row["bytes_sent"] = float(_global([comm.traffic.total()["sent"] - sent_before])[0])
         row["peak_rss_mib"] = _gather(_peak_rss_mib())
+        if plan is not None:
+            row["training_peak_rss_mib"] = _gather(peak_resident_bytes() / 2**20)
         if rank == 0:
             metrics.append(row)
             bar.set_postfix(loss=f"{row['loss']:.4f}",
@@ -376,6 +398,10 @@ def run(cfg: Config) -> dict:
                "best_epoch": best["epoch"], "num_classes": num_classes,
                "total_time_s": time.time() - begin, "world_size": world,
                "config": cfg.model_dump()}
+    if plan is not None:
+        summary["memory_plan"] = {"budget_bytes": plan.budget, "estimate_bytes": plan.estimate,
+                                  "layers": [str(c) for c in plan.layers],
+                                  "measured": [asdict(c) for c in plan.costs]}
     if rank == 0:
         write_summary(out_dir, summary)
         if metrics.rows:

@@ -1,0 +1,137 @@
+"""Memory-budget mode against all-sar and all-one-shot, side by side in one invocation.
+
+    python -m benchmarks.budget [--model gat] [--world-size 4] [--num-nodes 100000]
+        [--epochs 4] [--budgets auto | SIZE ...] [--out benchmarks/results/budget]
+
+Runs ``sarlite train`` on the synthetic graph (``dataset.name=synthetic``, average degree
+20, 128 features, 8 classes; 3 layers, 64 wide per head with 4 heads for GAT, 256 for SAGE
+and GCN) with ``engine.mode=sar``, with ``engine.mode=one-shot`` and with each
+``engine.memory_budget``, in the users' environment. ``auto`` budgets come from a first
+one-epoch run's measurements (``summary.json``'s ``memory_plan.measured``): just above the
+estimate of every layer one-shot, then halfway between the estimates of consecutive rungs
+of the ladder (every layer at the same rung), then just above the most frugal estimate.
+
+Reported per run: the plan, its estimate, the peak resident memory of the largest worker
+from the start of training (``training_peak_rss_mib``; budget runs only), the median
+training time of an epoch after the first, and the last epoch's loss (equal in every run:
+every plan is exact). Goals: every budget run's peak stays under its budget, and a budget
+that lets any layer run one-shot is faster than all-sar. Writes ``OUT/summary.md`` and
+``OUT/summary.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from . import common
+
+MODELS = {"gat": {"type": "gat", "layers": 3, "hidden": 64, "heads": 4},
+          "sage": {"type": "sage", "layers": 3, "hidden": 256},
+          "gcn": {"type": "gcn", "layers": 3, "hidden": 256}}
+
+
+def _config(args, work: Path) -> Path:
+    cfg = {"dataset": {"name": "synthetic", "num_nodes": args.num_nodes, "avg_degree": 20,
+                       "num_classes": 8, "feat_dim": 128},
+           "partition": {"method": "metis", "cache_dir": str(work / "parts")},
+           "model": {**MODELS[args.model], "dropout": 0.5},
+           "optim": {"name": "adam", "lr": 0.01},
+           "train": {"epochs": args.epochs, "eval_every": 10_000}}
+    path = work / "config.yaml"
+    path.write_text(json.dumps(cfg))               # JSON is YAML
+    return path
+
+
+def train(config: Path, world: int, out: Path, *sets: str) -> dict:
+    """One ``sarlite train`` run; its figures."""
+    subprocess.run([sys.executable, "-m", "sarlite.cli", "train", "--config", str(config),
+                    "--nproc", str(world), "--set", f"train.out_dir={out}", *sets],
+                   check=True, capture_output=True, text=True, timeout=3600,
+                   env=common.user_env(), cwd=common.ROOT)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    plan = json.loads((out / "summary.json").read_text()).get("memory_plan")
+    peaks = [max(r["training_peak_rss_mib"]) for r in rows if "training_peak_rss_mib" in r]
+    return {"plan": plan, "epoch_s": statistics.median(r["train_time"] for r in rows[1:]),
+            "epoch_times": [r["train_time"] for r in rows], "loss": rows[-1]["loss"],
+            "training_peak_mib": max(peaks) if peaks else None}
+
+
+def auto_budgets(measured: list[dict]) -> list[int]:
+    """Budgets (bytes) that lead the planner down its ladder (see the module text)."""
+    from sarlite.core.budget import LADDER, RankCosts
+    costs = [RankCosts(**{**c, "row_bytes": tuple(c["row_bytes"])}) for c in measured]
+    layers = len(costs[0].row_bytes)
+    rungs = [max(c.estimate([rung] * layers) for c in costs) for rung in LADDER]
+    middle = [(a + b) // 2 for a, b in zip(rungs, rungs[1:]) if a > b]
+    return [rungs[0] + 2**20] + middle + [rungs[-1] + 2**20]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.budget", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=sorted(MODELS), default="gat")
+    parser.add_argument("--world-size", type=int, default=4)
+    parser.add_argument("--num-nodes", type=int, default=100_000)
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--budgets", nargs="+", default=["auto"],
+                        help="engine.memory_budget values, or auto (default)")
+    parser.add_argument("--out", type=Path, default=common.RESULTS / "budget")
+    args = parser.parse_args(argv)
+    from sarlite.core.budget import format_bytes, parse_bytes
+    args.out.mkdir(parents=True, exist_ok=True)
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        config = _config(args, work)
+        budgets = [parse_bytes(b) for b in args.budgets if b != "auto"]
+        if "auto" in args.budgets:
+            probe = train(config, args.world_size, work / "probe", "train.epochs=2",
+                          "engine.memory_budget=1TiB")
+            budgets += auto_budgets(probe["plan"]["measured"])
+        settings = [("sar", "engine.mode=sar"), ("one-shot", "engine.mode=one-shot")] + [
+            (f"budget {format_bytes(b)}", f"engine.memory_budget={b}") for b in budgets]
+        for i, (name, setting) in enumerate(settings):
+            print(f"[{i + 1}/{len(settings)}] {name} ...", end=" ", flush=True)
+            run = train(config, args.world_size, work / f"run{i}", setting)
+            run.update(name=name, budget_bytes=run["plan"]["budget_bytes"] if run["plan"]
+                       else None)
+            runs.append(run)
+            print(f"epoch {run['epoch_s']:.2f} s, peak {run['training_peak_mib']}", flush=True)
+    (args.out / "summary.json").write_text(json.dumps(
+        {"model": args.model, "world_size": args.world_size, "num_nodes": args.num_nodes,
+         "runs": runs}, indent=1))
+    table = report(runs, args)
+    (args.out / "summary.md").write_text(table)
+    print("\n" + table)
+    return 0
+
+
+def report(runs: list[dict], args) -> str:
+    from sarlite.core.budget import format_bytes
+    sar = next(r for r in runs if r["name"] == "sar")["epoch_s"]
+    lines = [f"# Memory-budget mode: {args.model}, {args.num_nodes} nodes, "
+             f"N={args.world_size}\n",
+             "`python -m benchmarks.budget " + " ".join(sys.argv[1:]) + "`\n",
+             "| run | plan (layer 0, 1, ...) | estimate | training peak (largest worker) | "
+             "under budget | epoch | vs all-sar | last loss |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        plan = r["plan"]
+        peak = r["training_peak_mib"]
+        under = "" if plan is None else ("yes" if peak * 2**20 <= plan["budget_bytes"]
+                                         else "**no**")
+        lines.append(
+            f"| {r['name']} | {'; '.join(plan['layers']) if plan else '-'} | "
+            f"{format_bytes(plan['estimate_bytes']) if plan else '-'} | "
+            f"{f'{peak:.0f} MiB' if peak else '-'} | {under} | {r['epoch_s']:.2f} s | "
+            f"{r['epoch_s'] / sar:.2f}x | {r['loss']:.6f} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
