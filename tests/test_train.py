@@ -87,8 +87,10 @@ def test_run_writes_metrics_summary_and_curves(tmp_path):
     rows = _metrics(tmp_path / "run")
     assert [r["epoch"] for r in rows] == [0, 1, 2]
     assert {"loss", "train_loss", "train_acc", "val_loss", "val_acc", "test_loss",
-            "test_acc", "epoch_time", "peak_rss_mib", "bytes_sent"} <= rows[0].keys()
+            "test_acc", "epoch_time", "peak_rss_mib", "training_peak_rss_mib",
+            "bytes_sent"} <= rows[0].keys()
     assert len(rows[0]["peak_rss_mib"]) == 2 and rows[0]["bytes_sent"] > 0
+    assert all(t <= p for t, p in zip(rows[0]["training_peak_rss_mib"], rows[0]["peak_rss_mib"]))
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["world_size"] == 2 and "versions" in summary
     assert (tmp_path / "run" / "curves.png").stat().st_size > 0

@@ -11,29 +11,28 @@ per-step aggregates), the optimizer's state, and what the exchange of each layer
   keeps them), and the merged block costs :data:`BLOCK_BYTES_PER_EDGE` per owned edge;
 * a **sar** layer with ``R`` rows per step holds ``3 * (depth + 1) * min(R, S) * r``
   (``depth + 1`` steps in flight, each with its rows and, in the backward, their
-  gradients and the gradients sent back to us; ``S`` the largest remote shard, the step
-  of whole shards), and a step's
-  aggregate and its gradient, ``2 * D * r``, where ``D`` is every owned destination for
-  a whole shard and at most ``R * E / H`` for a chunk (``E`` edges from the ``H`` halo
-  rows: a chunk of ``R`` rows reaches no more destinations than it has edges); each chunk
-  size in use keeps its structure, :data:`CHUNK_BYTES_PER_EDGE` per edge from a halo row.
+  gradients and the gradients sent back to us; ``S`` is the largest remote shard, the
+  step of whole shards), plus a step's aggregate and its gradient, ``2 * D * r``, where
+  ``D`` is every owned destination for a whole shard and at most ``R * E / H`` for a
+  chunk (``E`` edges leave the ``H`` halo rows, and a chunk reaches no more destinations
+  than it has edges); each chunk size in use keeps its structure,
+  :data:`CHUNK_BYTES_PER_EDGE` per edge from a halo row.
 
 A layer's exchange peak comes on top of what the layers before it keep (the forward pass
 runs them in order), and the pass's own peak on top of what every layer keeps. The terms
-that no formula gives are measured, on every rank, by one training pass run
-before training in the most frugal plan (sar, :data:`CALIBRATION_ROWS` rows per step):
-its peak resident growth (Linux's ``VmHWM``, reset first) is what one pass adds beyond the
-exchange, and the bytes each layer's forward received give ``r`` per layer. The pass
-changes nothing of the run: the random state and the model's buffers are restored, and
-the caller drops the gradients.
+that no formula gives are measured on every rank by one training pass before training,
+in the most frugal plan (sar, :data:`CALIBRATION_ROWS` rows per step): its peak resident
+growth (Linux's ``VmHWM``, reset first) is what one pass adds beyond the exchange, and
+the bytes each layer's forward fetched give ``r`` per layer. The pass changes nothing of
+the run: the random state and the model's buffers are restored, and the caller drops the
+gradients.
 
-Each layer takes one rung of the ladder one-shot, sar with whole shards, then sar with
-:data:`STEP_ROWS` rows per step (slower and more frugal down the ladder); the plan is the
+Each layer takes one rung of the ladder: one-shot, sar with whole shards, then sar with
+:data:`STEP_ROWS` rows per step (slower and more frugal down the ladder). The plan is the
 one with the fewest rungs down in all whose estimate fits the budget, less
-:data:`HEADROOM` for what the estimate misses, on every rank. Every
-rank computes the same plan from every rank's
-measurements (one ``all_gather_object``). When even the last step of the ladder does not
-fit, :class:`MemoryBudgetError` names the smallest budget that would.
+:data:`HEADROOM` for what the estimate misses, on every rank. Every rank computes the same
+plan from every rank's measurements (one ``all_gather_object``). When even the bottom
+rung does not fit, :class:`MemoryBudgetError` names the smallest budget that would.
 """
 from __future__ import annotations
 

@@ -272,9 +272,30 @@ def _make_optimizer(cfg: Config, model) -> torch.optim.Optimizer:
     return cls(model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
 
 
-def _peak_rss_mib() -> float:
-    import resource
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _restart_peak() -> int | None:
+    """The peak resident bytes so far, restarting the peak from now; ``None`` where the
+    kernel offers no peak to restart (then only the process's peak is reported)."""
+    try:
+        peak = peak_resident_bytes()
+        reset_peak()
+    except OSError:
+        return None
+    return peak
+
+
+def _peaks(setup_peak: int | None) -> dict:
+    """Every rank's peak resident MiB: of the process (``peak_rss_mib``) and since the
+    start of training (``training_peak_rss_mib``; ``None`` where no peak was restarted).
+    Collective (one gather)."""
+    if setup_peak is None:
+        import resource
+        local = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, None)
+    else:
+        training = peak_resident_bytes()
+        local = (max(setup_peak, training) / 2**20, training / 2**20)
+    ranks = _gather(local)
+    return {"peak_rss_mib": [p for p, _ in ranks],
+            "training_peak_rss_mib": [t for _, t in ranks]}
 
 
 def _prepare_out_dir(cfg: Config) -> None:
@@ -360,7 +381,7 @@ def run(cfg: Config) -> dict:
                                       lambda gs: _calibration_pass(model, replace(
                                           batch, graphs=gs), num_train), rank)
         batch = replace(batch, graphs=graphs)
-        reset_peak()            # the budget bounds the memory held from here on
+    setup_peak = _restart_peak()     # training_peak_rss_mib counts from here
 
     begin = time.time()
     bar = tqdm(range(start, cfg.train.epochs), disable=rank != 0, desc="train",
@@ -383,9 +404,7 @@ def run(cfg: Config) -> dict:
                         "epoch": epoch}
         row["epoch_time"] = time.perf_counter() - tick
         row["bytes_sent"] = float(_global([comm.traffic.total()["sent"] - sent_before])[0])
-        row["peak_rss_mib"] = _gather(_peak_rss_mib())
-        if plan is not None:
-            row["training_peak_rss_mib"] = _gather(peak_resident_bytes() / 2**20)
+        row.update(_peaks(setup_peak))
         if rank == 0:
             metrics.append(row)
             bar.set_postfix(loss=f"{row['loss']:.4f}",
