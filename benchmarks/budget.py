@@ -7,12 +7,13 @@ Runs ``sarlite train`` on the synthetic graph (``dataset.name=synthetic``, avera
 20, 128 features, 8 classes; 3 layers, 64 wide per head with 4 heads for GAT, 256 for SAGE
 and GCN) with ``engine.mode=sar``, with ``engine.mode=one-shot`` and with each
 ``engine.memory_budget``, in the users' environment. ``auto`` budgets come from a first
-one-epoch run's measurements (``summary.json``'s ``memory_plan.measured``): just above the
-estimate of every layer one-shot, then halfway between the estimates of consecutive rungs
-of the ladder (every layer at the same rung), then just above the most frugal estimate.
+two-epoch run's measurements (``summary.json``'s ``memory_plan.measured``): the smallest
+budget for every layer one-shot, then halfway between those of consecutive rungs of the
+ladder (every layer at the same rung), then 3% above the smallest budget of the most frugal plan (the measurements vary a little
+from run to run).
 
 Reported per run: the plan, its estimate, the peak resident memory of the largest worker
-from the start of training (``training_peak_rss_mib``; budget runs only), the median
+from the start of training (``training_peak_rss_mib``), the median
 training time of an epoch after the first, and the last epoch's loss (equal in every run:
 every plan is exact). Goals: every budget run's peak stays under its budget, and a budget
 that lets any layer run one-shot is faster than all-sar. Writes ``OUT/summary.md`` and
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from . import common
 
+FRUGAL_MARGIN = 1.03    # the last auto budget: above the frugal plan's, for run-to-run noise
 MODELS = {"gat": {"type": "gat", "layers": 3, "hidden": 64, "heads": 4},
           "sage": {"type": "sage", "layers": 3, "hidden": 256},
           "gcn": {"type": "gcn", "layers": 3, "hidden": 256}}
@@ -48,27 +50,30 @@ def _config(args, work: Path) -> Path:
 
 
 def train(config: Path, world: int, out: Path, *sets: str) -> dict:
-    """One ``sarlite train`` run; its figures."""
-    subprocess.run([sys.executable, "-m", "sarlite.cli", "train", "--config", str(config),
-                    "--nproc", str(world), "--set", f"train.out_dir={out}", *sets],
-                   check=True, capture_output=True, text=True, timeout=3600,
-                   env=common.user_env(), cwd=common.ROOT)
+    """One ``sarlite train`` run; its figures, or ``{"error": its error line}``."""
+    done = subprocess.run([sys.executable, "-m", "sarlite.cli", "train", "--config",
+                           str(config), "--nproc", str(world), "--set",
+                           f"train.out_dir={out}", *sets], capture_output=True, text=True,
+                          timeout=3600, env=common.user_env(), cwd=common.ROOT)
+    if done.returncode != 0:
+        errors = [line for line in done.stderr.splitlines() if "error" in line]
+        return {"error": (errors or done.stderr.splitlines() or ["no output"])[-1]}
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     plan = json.loads((out / "summary.json").read_text()).get("memory_plan")
-    peaks = [max(r["training_peak_rss_mib"]) for r in rows if "training_peak_rss_mib" in r]
     return {"plan": plan, "epoch_s": statistics.median(r["train_time"] for r in rows[1:]),
             "epoch_times": [r["train_time"] for r in rows], "loss": rows[-1]["loss"],
-            "training_peak_mib": max(peaks) if peaks else None}
+            "training_peak_mib": max(max(r["training_peak_rss_mib"]) for r in rows)}
 
 
 def auto_budgets(measured: list[dict]) -> list[int]:
     """Budgets (bytes) that lead the planner down its ladder (see the module text)."""
-    from sarlite.core.budget import LADDER, RankCosts
+    from sarlite.core.budget import LADDER, RankCosts, smallest_budget
     costs = [RankCosts(**{**c, "row_bytes": tuple(c["row_bytes"])}) for c in measured]
     layers = len(costs[0].row_bytes)
-    rungs = [max(c.estimate([rung] * layers) for c in costs) for rung in LADDER]
+    rungs = [smallest_budget(max(c.estimate([rung] * layers) for c in costs))
+             for rung in LADDER]
     middle = [(a + b) // 2 for a, b in zip(rungs, rungs[1:]) if a > b]
-    return [rungs[0] + 2**20] + middle + [rungs[-1] + 2**20]
+    return [rungs[0]] + middle + [int(rungs[-1] * FRUGAL_MARGIN)]
 
 
 def main(argv=None) -> int:
@@ -98,10 +103,11 @@ def main(argv=None) -> int:
         for i, (name, setting) in enumerate(settings):
             print(f"[{i + 1}/{len(settings)}] {name} ...", end=" ", flush=True)
             run = train(config, args.world_size, work / f"run{i}", setting)
-            run.update(name=name, budget_bytes=run["plan"]["budget_bytes"] if run["plan"]
-                       else None)
+            run["name"] = name
             runs.append(run)
-            print(f"epoch {run['epoch_s']:.2f} s, peak {run['training_peak_mib']}", flush=True)
+            print(run["error"] if "error" in run else
+                  f"epoch {run['epoch_s']:.2f} s, peak {run['training_peak_mib']:.0f} MiB",
+                  flush=True)
     (args.out / "summary.json").write_text(json.dumps(
         {"model": args.model, "world_size": args.world_size, "num_nodes": args.num_nodes,
          "runs": runs}, indent=1))
@@ -113,7 +119,7 @@ def main(argv=None) -> int:
 
 def report(runs: list[dict], args) -> str:
     from sarlite.core.budget import format_bytes
-    sar = next(r for r in runs if r["name"] == "sar")["epoch_s"]
+    sar = next(r for r in runs if r["name"] == "sar").get("epoch_s")
     lines = [f"# Memory-budget mode: {args.model}, {args.num_nodes} nodes, "
              f"N={args.world_size}\n",
              "`python -m benchmarks.budget " + " ".join(sys.argv[1:]) + "`\n",
@@ -121,15 +127,19 @@ def report(runs: list[dict], args) -> str:
              "under budget | epoch | vs all-sar | last loss |",
              "|---|---|---|---|---|---|---|---|"]
     for r in runs:
+        if "error" in r:
+            lines.append(f"| {r['name']} | failed: {r['error']} | | | | | | |")
+            continue
         plan = r["plan"]
         peak = r["training_peak_mib"]
+        vs = f"{r['epoch_s'] / sar:.2f}x" if sar else "-"
         under = "" if plan is None else ("yes" if peak * 2**20 <= plan["budget_bytes"]
                                          else "**no**")
         lines.append(
             f"| {r['name']} | {'; '.join(plan['layers']) if plan else '-'} | "
             f"{format_bytes(plan['estimate_bytes']) if plan else '-'} | "
-            f"{f'{peak:.0f} MiB' if peak else '-'} | {under} | {r['epoch_s']:.2f} s | "
-            f"{r['epoch_s'] / sar:.2f}x | {r['loss']:.6f} |")
+            f"{peak:.0f} MiB | {under} | {r['epoch_s']:.2f} s | "
+            f"{vs} | {r['loss']:.6f} |")
     return "\n".join(lines) + "\n"
 
 

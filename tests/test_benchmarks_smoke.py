@@ -157,3 +157,17 @@ def test_a_variant_runs_its_base_mode_with_its_engine_settings():
         "halo_dtype": "float32", "max_rows_per_step": CHUNK_ROWS}
     assert run._engine_fields("sar-bf16", args)["halo_dtype"] == "bfloat16"
     assert VARIANTS["sar-chunked"].flags() == ["--max-rows-per-step", str(CHUNK_ROWS)]
+
+
+def test_auto_budgets_run_from_every_layer_one_shot_down_to_the_most_frugal_plan():
+    from benchmarks.budget import auto_budgets
+    from sarlite.core.budget import LADDER, RankCosts, choose
+    measured = [{"rank": 0, "resident": 500 * 2**20, "pass_growth": 100 * 2**20,
+                 "optimizer": 2**20, "row_bytes": [512, 1024, 40], "owned": 25_000,
+                 "halo": 40_000, "remote_edges": 120_000, "largest_shard": 15_000,
+                 "edges": 500_000, "depth": 1}]
+    budgets = auto_budgets(measured)
+    assert budgets == sorted(budgets, reverse=True) and len(budgets) >= 3
+    costs = [RankCosts(**{**measured[0], "row_bytes": (512, 1024, 40)})]
+    plans = [choose(costs, b).layers for b in budgets]
+    assert plans[0] == (LADDER[0],) * 3 and plans[-1] != plans[0]
