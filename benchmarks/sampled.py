@@ -1,0 +1,193 @@
+"""Sampled mini-batch training: sarlite on N workers against single-process DGL.
+
+    python -m benchmarks.sampled [--world-size 2] [--num-nodes 100000] [--epochs 6]
+        [--out benchmarks/results/sampled]
+
+The same total work on both sides: the suite's homophilous synthetic graph (average
+degree 20, 128 features, 10% training nodes), fanouts 10, 10, a 2-layer GraphSAGE-mean
+of width 64, Adam. DGL runs ``dgl.dataloading.DataLoader`` with a ``NeighborSampler``
+(prefetching ``feat`` and ``label``) in one process with as many torch threads as
+sarlite has workers, and batches of ``--batch-size`` seeds; sarlite runs
+``DistNodeDataLoader`` with a ``DistNeighborSampler`` on each of N workers (one thread
+each) over its share of the training nodes (``node_split``), with ``--batch-size / N``
+seeds per worker and step, so that a step trains on as many seeds in all as a DGL step.
+An epoch's time is the slowest worker's; the median over the epochs after the first is
+reported, with where sarlite's steps spend it (sampling and feature pulls in the loader,
+forward and backward, gradient all-reduce and optimizer step). Goal: sarlite at N=2 no
+slower than DGL (ratio <= 1.0). Writes ``OUT/summary.md`` and ``OUT/summary.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from . import common
+
+FANOUTS, HIDDEN = [10, 10], 64
+
+
+def _model(in_dim: int, num_classes: int):
+    import dgl.nn as dglnn
+    import torch
+
+    class SAGE(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList([dglnn.SAGEConv(in_dim, HIDDEN, "mean"),
+                                               dglnn.SAGEConv(HIDDEN, num_classes, "mean")])
+
+        def forward(self, blocks, x):
+            for i, (layer, block) in enumerate(zip(self.layers, blocks)):
+                x = layer(block, x)
+                x = torch.relu(x) if i == 0 else x
+            return x
+    return SAGE()
+
+
+def _epochs(loader, model, optimizer, epochs: int, sync=None) -> dict:
+    """Train; per epoch its time and the time in the loader, forward+backward and the
+    step (gradient all-reduce and optimizer)."""
+    import torch.nn.functional as F
+    out = {"epoch_s": [], "loader_s": [], "compute_s": [], "step_s": []}
+    for _ in range(epochs):
+        parts = {"loader_s": 0.0, "compute_s": 0.0, "step_s": 0.0}
+        start = tick = time.perf_counter()
+        for _, _, blocks in loader:
+            now = time.perf_counter()
+            parts["loader_s"] += now - tick
+            logits = model(blocks, blocks[0].srcdata["feat"])
+            loss = F.cross_entropy(logits, blocks[-1].dstdata["label"].long())
+            optimizer.zero_grad()
+            loss.backward()
+            tick = time.perf_counter()
+            parts["compute_s"] += tick - now
+            if sync is not None:
+                sync(model)
+            optimizer.step()
+            now, tick = tick, time.perf_counter()
+            parts["step_s"] += tick - now
+        out["epoch_s"].append(time.perf_counter() - start)
+        for key, value in parts.items():
+            out[key].append(value)
+    return out
+
+
+def dgl_worker(args) -> None:
+    import dgl
+    import torch
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    g = dgl.load_graphs(args.graph)[0][0]
+    train = torch.nonzero(g.ndata["train_mask"]).squeeze(1)
+    sampler = dgl.dataloading.NeighborSampler(FANOUTS, prefetch_node_feats=["feat"],
+                                              prefetch_labels=["label"])
+    loader = dgl.dataloading.DataLoader(g, train, sampler, batch_size=args.batch_size,
+                                        shuffle=True)
+    model = _model(g.ndata["feat"].shape[1], int(g.ndata["label"].max()) + 1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    result = _epochs(loader, model, optimizer, args.epochs)
+    common.write_result(args.result_dir, 0, result)
+
+
+def sarlite_worker(args) -> None:
+    import torch
+
+    import sarlite
+    from sarlite.sampling import DistGraph, node_split
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    rank, world = sarlite.init(backend="gloo")
+    data = sarlite.load_partition_data(args.config)
+    num_classes = int(sarlite.comm.all_reduce(
+        data.node_features["label"].max().reshape(1), "max", kind="benchmark")) + 1
+    graph = DistGraph.from_partition_data(data, replace_kvstore=True)
+    train = node_split(graph.ndata["train_mask"], graph.get_partition_book())
+    sampler = sarlite.DistNeighborSampler(FANOUTS, prefetch_node_feats=["feat"],
+                                          prefetch_labels=["label"])
+    loader = sarlite.DistNodeDataLoader(graph, train, sampler,
+                                        batch_size=args.batch_size // world, shuffle=True)
+    model = _model(data.node_features["feat"].shape[1], num_classes)
+    sarlite.sync_params(model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    result = _epochs(loader, model, optimizer, args.epochs, sarlite.all_reduce_gradients)
+    common.write_result(args.result_dir, rank, result)
+    sarlite.finalize()
+
+
+def _summary(ranks: list[dict]) -> dict:
+    """Per epoch the slowest rank's figures; medians over the epochs after the first."""
+    def median(key):
+        return statistics.median(max(r[key][e] for r in ranks)
+                                 for e in range(1, len(ranks[0][key])))
+    return {key: median(key) for key in ("epoch_s", "loader_s", "compute_s", "step_s")}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.sampled", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--num-nodes", type=int, default=100_000)
+    parser.add_argument("--batch-size", type=int, default=1000,
+                        help="seeds per step in all (DGL's batch; split over the workers)")
+    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--out", type=Path, default=common.RESULTS / "sampled")
+    parser.add_argument("--worker", choices=("dgl", "sarlite"), help=argparse.SUPPRESS)
+    parser.add_argument("--graph", help=argparse.SUPPRESS)
+    parser.add_argument("--config", help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--result-dir", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker == "dgl":
+        dgl_worker(args)
+        return 0
+    if args.worker == "sarlite":
+        sarlite_worker(args)
+        return 0
+    graph, config = common.cached_partition(args.num_nodes, 20.0, 128, args.world_size)
+    common_args = ["--batch-size", str(args.batch_size), "--epochs", str(args.epochs)]
+    print(f"DGL, 1 process, {args.world_size} threads ...", end=" ", flush=True)
+    dgl = _summary(common.run_json(
+        [sys.executable, "-m", "benchmarks.sampled", "--worker", "dgl", "--graph", str(graph),
+         "--threads", str(args.world_size), *common_args], timeout=1800))
+    print(f"epoch {dgl['epoch_s']:.2f} s", flush=True)
+    print(f"sarlite, N={args.world_size} ...", end=" ", flush=True)
+    ours = _summary(common.run_json(common.torchrun(
+        args.world_size, "benchmarks.sampled",
+        ["--worker", "sarlite", "--config", str(config), *common_args]),
+        timeout=1800, num_procs=args.world_size))
+    print(f"epoch {ours['epoch_s']:.2f} s", flush=True)
+    result = {"world_size": args.world_size, "num_nodes": args.num_nodes,
+              "batch_size": args.batch_size, "dgl": dgl, "sarlite": ours,
+              "ratio": ours["epoch_s"] / dgl["epoch_s"]}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.json").write_text(json.dumps(result, indent=1))
+    table = report(result, argv if argv is not None else sys.argv[1:])
+    (args.out / "summary.md").write_text(table)
+    print("\n" + table)
+    return 0
+
+
+def report(result: dict, argv) -> str:
+    lines = [f"# Sampled training: sarlite N={result['world_size']} against single-process "
+             f"DGL", "", "`python -m benchmarks.sampled " + " ".join(argv) + "`", "",
+             f"{result['num_nodes']} nodes, fanouts {FANOUTS}, {result['batch_size']} seeds "
+             f"per step in all, 2-layer SAGE-mean {HIDDEN} wide. Seconds per epoch (median "
+             f"after the first; the slowest worker's).", "",
+             "| run | epoch | loader (sampling, pulls) | forward + backward | "
+             "all-reduce + step | vs DGL |", "|---|---|---|---|---|---|"]
+    for name, r in (("DGL, 1 process", result["dgl"]),
+                    (f"sarlite, N={result['world_size']}", result["sarlite"])):
+        lines.append(f"| {name} | {r['epoch_s']:.3f} | {r['loader_s']:.3f} | "
+                     f"{r['compute_s']:.3f} | {r['step_s']:.3f} | "
+                     f"{r['epoch_s'] / result['dgl']['epoch_s']:.2f}x |")
+    lines += ["", f"Goal: sarlite N=2 <= 1.0x DGL: "
+              f"{'met' if result['ratio'] <= 1.0 else 'not met'} ({result['ratio']:.2f}x)."]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
