@@ -88,7 +88,6 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=common.RESULTS / "budget")
     args = parser.parse_args(argv)
     from sarlite.core.budget import format_bytes, parse_bytes
-    args.out.mkdir(parents=True, exist_ok=True)
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -108,12 +107,9 @@ def main(argv=None) -> int:
             print(run["error"] if "error" in run else
                   f"epoch {run['epoch_s']:.2f} s, peak {run['training_peak_mib']:.0f} MiB",
                   flush=True)
-    (args.out / "summary.json").write_text(json.dumps(
-        {"model": args.model, "world_size": args.world_size, "num_nodes": args.num_nodes,
-         "runs": runs}, indent=1))
-    table = report(runs, args)
-    (args.out / "summary.md").write_text(table)
-    print("\n" + table)
+    common.write_summary(args.out, {"model": args.model, "world_size": args.world_size,
+                                    "num_nodes": args.num_nodes, "runs": runs},
+                         report(runs, args))
     return 0
 
 

@@ -201,6 +201,15 @@ def read_results(result_dir: str | Path) -> list[dict]:
     return [json.loads(path.read_text()) for path in paths]
 
 
+def write_summary(out: Path, data: dict, table: str) -> None:
+    """A study's ``out/summary.json`` (``data``) and ``out/summary.md`` (``table``), and
+    the table on stdout."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(data, indent=1))
+    (out / "summary.md").write_text(table)
+    print("\n" + table)
+
+
 def write_result(result_dir: str, rank: int, result: dict) -> None:
     """Save one process's result for :func:`run_json`."""
     (Path(result_dir) / f"rank{rank}.json").write_text(json.dumps(result))

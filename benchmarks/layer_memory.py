@@ -24,7 +24,6 @@ The report gives the largest worker's figures. ``sar-chunked`` is sar with ``max
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -173,13 +172,9 @@ def main(argv=None) -> int:
                         for key in ranks[0]["layers"][i]}
                        for i in range(len(ranks[0]["layers"]))]}
         print(f"growth {results[mode]['growth_mib']:.0f} MiB", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "summary.json").write_text(json.dumps(
-        {"model": args.model, "world_size": args.world_size, "num_nodes": args.num_nodes,
-         "modes": results}, indent=1))
-    table = report(results, args)
-    (args.out / "summary.md").write_text(table)
-    print("\n" + table)
+    common.write_summary(args.out, {"model": args.model, "world_size": args.world_size,
+                                    "num_nodes": args.num_nodes, "modes": results},
+                         report(results, args))
     return 0
 
 

@@ -19,7 +19,6 @@ slower than DGL (ratio <= 1.0). Writes ``OUT/summary.md`` and ``OUT/summary.json
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -163,11 +162,8 @@ def main(argv=None) -> int:
     result = {"world_size": args.world_size, "num_nodes": args.num_nodes,
               "batch_size": args.batch_size, "dgl": dgl, "sarlite": ours,
               "ratio": ours["epoch_s"] / dgl["epoch_s"]}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "summary.json").write_text(json.dumps(result, indent=1))
-    table = report(result, argv if argv is not None else sys.argv[1:])
-    (args.out / "summary.md").write_text(table)
-    print("\n" + table)
+    common.write_summary(args.out, result,
+                         report(result, argv if argv is not None else sys.argv[1:]))
     return 0
 
 
