@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Callable, Sequence
 
 import torch
@@ -171,15 +171,22 @@ class MemoryPlan:
         return (f"memory plan for a budget of {format_bytes(self.budget)} per worker: {rows} "
                 f"(estimated peak {format_bytes(self.estimate)}, the largest worker)")
 
+    def record(self) -> dict:
+        """The plan as ``summary.json`` keeps it: budget, estimate, layers and every rank's
+        measurements."""
+        return {"budget_bytes": self.budget, "estimate_bytes": self.estimate,
+                "layers": [str(c) for c in self.layers],
+                "measured": [asdict(c) for c in self.costs]}
+
     def graphs(self, manager: GraphShardManager) -> list:
         """One graph per layer, sharing ``manager``'s shards: a :class:`DistributedBlock`
         (one, shared) for one-shot layers, the manager with the layer's rows per step for
         sar layers. When every layer is one-shot the manager's shards are dropped."""
-        if all(c.mode == "one-shot" for c in self.layers):
+        one_shot = sum(c.mode == "one-shot" for c in self.layers)
+        if one_shot == len(self.layers):
             block = manager.get_full_partition_graph(delete_shard_data=True)
             return [block] * len(self.layers)
-        block = DistributedBlock.from_manager(manager) if any(
-            c.mode == "one-shot" for c in self.layers) else None
+        block = DistributedBlock.from_manager(manager) if one_shot else None
         options = manager.engine_options()
         return [block if c.mode == "one-shot" else manager.with_options(
             replace(options, max_rows_per_step=c.max_rows_per_step)) for c in self.layers]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -185,16 +185,22 @@ def _hetero_model(cfg: Config, data: HeteroPartitionData, batch: Batch, target: 
                             num_classes, data.canonical_etypes, target, embeddings)
 
 
+def _loss(model, batch: Batch, num_train: float) -> torch.Tensor:
+    """This rank's share of the training loss (train mode): the summed cross-entropy of its
+    training nodes over ``num_train``, the global count. Collective through the model."""
+    model.train()
+    logits = _forward(model, batch)
+    mask = batch.masks["train"]
+    return F.cross_entropy(logits[mask], batch.labels[mask], reduction="sum") / num_train
+
+
 def _train_step(model, optimizer, batch: Batch, num_train: float, epoch: int | None,
                 step: int | None = None, sparse=None) -> float:
     """One optimizer step; the global loss. Collective. ``epoch`` (and ``step``) name the
     step in the error a non-finite loss or gradient raises on every rank before the update
     (``epoch=None``: no check, train.allow_nonfinite). ``sparse``: learned rows outside
     the model's parameters (:class:`SampledEmbeddings`), stepped after the optimizer."""
-    model.train()
-    logits = _forward(model, batch)
-    mask = batch.masks["train"]
-    loss = F.cross_entropy(logits[mask], batch.labels[mask], reduction="sum") / num_train
+    loss = _loss(model, batch, num_train)
     optimizer.zero_grad()
     loss.backward()
     comm.all_reduce_gradients(replicated(model))
@@ -210,10 +216,7 @@ def _train_step(model, optimizer, batch: Batch, num_train: float, epoch: int | N
 def _calibration_pass(model, batch: Batch, num_train: float) -> None:
     """One training pass whose gradients are dropped: engine.memory_budget's measurement.
     Collective."""
-    model.train()
-    logits = _forward(model, batch)
-    mask = batch.masks["train"]
-    (F.cross_entropy(logits[mask], batch.labels[mask], reduction="sum") / num_train).backward()
+    _loss(model, batch, num_train).backward()
     model.zero_grad(set_to_none=True)
 
 
@@ -418,9 +421,7 @@ def run(cfg: Config) -> dict:
                "total_time_s": time.time() - begin, "world_size": world,
                "config": cfg.model_dump()}
     if plan is not None:
-        summary["memory_plan"] = {"budget_bytes": plan.budget, "estimate_bytes": plan.estimate,
-                                  "layers": [str(c) for c in plan.layers],
-                                  "measured": [asdict(c) for c in plan.costs]}
+        summary["memory_plan"] = plan.record()
     if rank == 0:
         write_summary(out_dir, summary)
         if metrics.rows:
