@@ -9,8 +9,10 @@ of width 64, Adam. DGL runs ``dgl.dataloading.DataLoader`` with a ``NeighborSamp
 (prefetching ``feat`` and ``label``) in one process with as many torch threads as
 sarlite has workers, and batches of ``--batch-size`` seeds; sarlite runs
 ``DistNodeDataLoader`` with a ``DistNeighborSampler`` on each of N workers (one thread
-each) over its share of the training nodes (``node_split``), with ``--batch-size / N``
-seeds per worker and step, so that a step trains on as many seeds in all as a DGL step.
+each) over the training nodes it owns (``node_split(..., force_even=False)``, so that
+the seeds' hop is sampled locally; ``sarlite.init(mmap_threshold=None)``), with
+``--batch-size / N`` seeds per worker and step, so that a step trains on as many seeds in
+all as a DGL step.
 An epoch's time is the slowest worker's; the median over the epochs after the first is
 reported, with where sarlite's steps spend it (sampling and feature pulls in the loader,
 forward and backward, gradient all-reduce and optimizer step). Goal: sarlite at N=2 no
@@ -99,12 +101,15 @@ def sarlite_worker(args) -> None:
     from sarlite.sampling import DistGraph, node_split
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    rank, world = sarlite.init(backend="gloo")
+    # as sarlite.comm.allocator advises for mini-batches (and `sarlite train` does)
+    rank, world = sarlite.init(backend="gloo", mmap_threshold=None)
     data = sarlite.load_partition_data(args.config)
     num_classes = int(sarlite.comm.all_reduce(
         data.node_features["label"].max().reshape(1), "max", kind="benchmark")) + 1
     graph = DistGraph.from_partition_data(data, replace_kvstore=True)
-    train = node_split(graph.ndata["train_mask"], graph.get_partition_book())
+    # each worker's own training nodes, so that the loader samples their hop locally
+    train = node_split(graph.ndata["train_mask"], graph.get_partition_book(),
+                       force_even=False)
     sampler = sarlite.DistNeighborSampler(FANOUTS, prefetch_node_feats=["feat"],
                                           prefetch_labels=["label"])
     loader = sarlite.DistNodeDataLoader(graph, train, sampler,

@@ -130,3 +130,63 @@ def test_uneven_training_sets_give_every_rank_the_largest_batch_count(uneven, dr
 def test_duplicate_ids_and_bad_batch_sizes_are_rejected(uneven):
     for _, errors in uneven[1]:
         assert "duplicate node ids" in errors[0] and "batch_size must be" in errors[1]
+
+
+def _own_seed_batches(rank, world, config):
+    from unittest import mock
+
+    from sarlite.sampling import dataloader, neighbor
+    g = DistGraph(config)
+    own = node_split(g.ndata["train_mask"], g.get_partition_book(), force_even=False)
+    sampler = DistNeighborSampler([3, 2], prefetch_node_feats=["feat"],
+                                  prefetch_labels=["label"])
+    seeds = own[:6]
+
+    def blocks_of(result):
+        return [(b.srcdata[dgl.NID], b.dstdata[dgl.NID], b.edata[dgl.EID],
+                 dict(b.srcdata), dict(b.dstdata)) for b in result[2]]
+    dgl.seed(rank)
+    collective = blocks_of(sampler.sample_blocks(g, seeds))
+    dgl.seed(rank)
+    local = blocks_of(sampler.sample_blocks(g, seeds, seeds_owned=True))
+    calls = []
+    counting = mock.patch.object(dataloader, "sample_neighbors", side_effect=lambda *a, **k: (
+        calls.append(1), neighbor.sample_neighbors(*a, **k))[1])
+    with counting:
+        loader = DistNodeDataLoader(g, own, sampler, batch_size=4)
+        batches = len(list(loader))
+    foreign = torch.tensor([int(g.get_partition_book().node_ranges[1 - rank, 0])])
+    try:
+        neighbor.sample_owned_neighbors(g, foreign, 2)
+        refusal = None
+    except ValueError as err:
+        refusal = str(err)
+    return collective, local, batches, len(calls), refusal
+
+
+@pytest.fixture(scope="module")
+def own_seeds(tmp_path_factory):
+    path = tmp_path_factory.mktemp("own")
+    sarlite.partition_graph(random_graph(num_nodes=80, num_edges=500, seed=4), "g", 2, path)
+    return spawn(_own_seed_batches, 2, str(path / "g.json"), timeout=60)
+
+
+def test_own_seeds_sample_the_same_blocks_locally_as_through_the_owners(own_seeds):
+    for collective, local, *_ in own_seeds:
+        for (src, dst, eid, srcdata, dstdata), (src2, dst2, eid2, srcdata2, dstdata2) in zip(
+                collective, local, strict=True):
+            assert torch.equal(src, src2) and torch.equal(dst, dst2)
+            assert torch.equal(eid, eid2)
+            assert srcdata.keys() == srcdata2.keys() and dstdata.keys() == dstdata2.keys()
+            for got, expected in ((srcdata2, srcdata), (dstdata2, dstdata)):
+                assert all(torch.equal(got[k], expected[k]) for k in expected)
+
+
+def test_a_loader_over_own_seeds_exchanges_only_the_hops_past_the_seeds(own_seeds):
+    for _, _, batches, calls, _ in own_seeds:
+        assert batches > 0 and calls == batches       # one of two hops per batch
+
+
+def test_sampling_another_ranks_seeds_locally_is_refused(own_seeds):
+    for *_, refusal in own_seeds:
+        assert "belong to another rank" in refusal

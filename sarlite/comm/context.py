@@ -56,7 +56,8 @@ def init(backend: str | None = None, timeout: timedelta | float | None = None,
     freed shard buffers leave the process instead of staying in its heap (see
     :mod:`sarlite.comm.allocator`): ``"auto"`` (default) takes ``SARLITE_MMAP_THRESHOLD``
     (bytes, or ``off``; default 128 KiB) unless glibc's ``MALLOC_MMAP_THRESHOLD_`` is
-    set; ``None`` leaves the allocator alone.
+    set; ``None`` leaves the allocator alone (the choice for sampled mini-batch training,
+    whose per-step buffers would otherwise be page-faulted anew every step).
 
     Returns
     -------

@@ -25,7 +25,7 @@ import torch
 
 from ..comm import CollectiveError
 from ..comm.service import ANSWER_RAISED, OK, RequestService
-from .routing import Policy, _as_bytes, _from_bytes
+from .routing import Policy, _as_bytes, _from_bytes, take_rows
 
 UNKNOWN_TENSOR = 1      # status: the owner has no tensor of that code
 NOT_OWNED = 2           # status: an id asked is not the owner's
@@ -50,7 +50,7 @@ def _answer(lookup_ref: "weakref.WeakMethod", code: int,
     shard, policy = found
     if ids.numel() and not bool((policy.to_partid(ids) == policy.part_id).all()):
         return NOT_OWNED, None
-    return OK, _as_bytes(shard[policy.to_local(ids)]).reshape(-1)
+    return OK, _as_bytes(take_rows(shard, policy.to_local(ids))).reshape(-1)
 
 
 def _answer_for(lookup: Lookup):
@@ -108,10 +108,10 @@ class OneSidedReader:
         asks = {p: (code, chunk) for p, chunk in enumerate(chunks)
                 if p != me and chunk.numel()}
         answers = self._service.ask(asks, what) if asks else {}
-        parts = [shard[policy.to_local(chunk)] if p == me else
+        parts = [take_rows(shard, policy.to_local(chunk)) if p == me else
                  _rows(what, name, p, chunk.numel(), answers[p], shard)
                  for p, chunk in enumerate(chunks) if p == me or chunk.numel()]
-        return torch.cat(parts)[inverse]
+        return take_rows(torch.cat(parts), inverse)
 
 
 def _rows(what: str, name: str, owner: int, count: int, answer: tuple[int, torch.Tensor],

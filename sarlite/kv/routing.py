@@ -54,6 +54,12 @@ def _from_bytes(data: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return data.contiguous().view(like.dtype).reshape((data.shape[0],) + like.shape[1:])
 
 
+def take_rows(rows: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """``rows[ids]`` for a 1-D int64 ``ids``: ``index_select``, which gathers whole rows
+    several times faster than advanced indexing does on CPU (torch 2.2, one thread)."""
+    return rows.index_select(0, ids)
+
+
 def _owner_counts(owner: torch.Tensor) -> list[int]:
     """How many of the ids with owner ranks ``owner`` each rank owns."""
     return torch.bincount(owner, minlength=world_size()).tolist()
@@ -127,7 +133,7 @@ def pull_rows(ids: torch.Tensor, policy: Policy,
     answers = ask_owners(unique, policy.to_partid(unique), lambda requests: [
         _as_bytes(serve(policy.to_local(asked))) for asked in requests], call)
     # sorted ids are grouped by owner in rank order, so the answers line up with them
-    return torch.cat([_from_bytes(got, like) for got in answers])[inverse]
+    return take_rows(torch.cat([_from_bytes(got, like) for got in answers]), inverse)
 
 
 def push_rows(ids: torch.Tensor, values: torch.Tensor, policy: Policy,

@@ -33,7 +33,7 @@ from ..comm import barrier, rank, world_size
 from ..partition import EdgePartitionPolicy, NodePartitionPolicy, RangePartitionBook
 from .one_sided import OneSidedReader, name_code
 from .protocol import KVCall, agree, validated
-from .routing import (Policy, checked_ids, last_occurrence, pull_rows, push_rows,
+from .routing import (Policy, checked_ids, last_occurrence, pull_rows, push_rows, take_rows,
                       sum_duplicates)
 
 InitFunc = Callable[..., torch.Tensor]
@@ -449,7 +449,7 @@ class KVStore:
             return self._reader.pull(name, self._shards[name], policy, ids)
         call = KVCall(f"pull of {name!r}", "kv_pull")
         shard, policy, ids = validated(call, lambda: self._entry_and_ids(name, id_tensor))
-        return pull_rows(ids, policy, shard.__getitem__, call)
+        return pull_rows(ids, policy, lambda local: take_rows(shard, local), call)
 
     def push(self, name: str, id_tensor, data_tensor: torch.Tensor,
              accumulate: bool = False) -> None:

@@ -36,6 +36,7 @@ gradients. :func:`~sarlite.sampling.is_empty_batch` tells a rank that its batch 
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from typing import Any, Callable, Iterator, Sequence
@@ -45,7 +46,8 @@ import torch
 
 from ..comm import exchange_sizes, world_size
 from ..partition.book import DEFAULT_NTYPE, as_id_tensor
-from .neighbor import check_fanout, sample_neighbors
+from ..kv.routing import take_rows
+from .neighbor import check_fanout, owns_all, sample_neighbors, sample_owned_neighbors
 from .prefetch import fetch_lazy_features, to_device
 
 #: Keyword arguments of torch's and DGL's loaders that have no meaning here: sampling is a
@@ -94,7 +96,8 @@ class DistNeighborSampler:
         self.prefetch_labels = list(prefetch_labels or ())
         self.output_device = None          # read by dgl.dataloading.as_edge_prediction_sampler
 
-    def sample_blocks(self, g, seed_nodes, exclude_eids=None) -> tuple[Any, Any, list]:
+    def sample_blocks(self, g, seed_nodes, exclude_eids=None, *,
+                      seeds_owned: bool = False) -> tuple[Any, Any, list]:
         """``(input_nodes, output_nodes, blocks)`` for ``seed_nodes`` (distinct global ids;
         ``{ntype: ids}`` on a graph with named types, and then so are the node ids
         returned).
@@ -107,15 +110,26 @@ class DistNeighborSampler:
         edges).
 
         Collective and blocking: every rank calls it in the same order, also with no
-        seeds (one :func:`sample_neighbors` per layer, then the feature pulls).
+        seeds (one :func:`sample_neighbors` per layer, then the feature pulls), and with
+        the same ``seeds_owned``.
+
+        ``seeds_owned=True`` (keyword-only) says that **on every rank** every seed is the
+        rank's own: the seeds' hop then samples locally
+        (:func:`~sarlite.sampling.neighbor.sample_owned_neighbors`) and their labels are
+        read from the local shard, without any exchange; the result is the same.
+        :class:`DistNodeDataLoader` passes it when its ranks agreed on that at
+        construction. Ignored with ``prob`` or named types.
         """
         seeds = typed_ids(g, seed_nodes)
         output_nodes = seeds
         options = {} if exclude_eids is None else {"exclude_edges": exclude_eids}
+        local = seeds_owned and self.prob is None and isinstance(seeds, torch.Tensor)
         blocks = []
         for fanout in reversed(self.fanouts):
-            frontier = sample_neighbors(g, seeds, fanout, prob=self.prob,
-                                        replace=self.replace, **options)
+            frontier = (sample_owned_neighbors(g, seeds, fanout, replace=self.replace,
+                                               **options) if local and not blocks else
+                        sample_neighbors(g, seeds, fanout, prob=self.prob,
+                                         replace=self.replace, **options))
             block = dgl.to_block(frontier, seeds)
             for c_etype in block.canonical_etypes:
                 eids = block.edges[c_etype].data
@@ -125,7 +139,10 @@ class DistNeighborSampler:
         for name in self.prefetch_node_feats:
             _pull(g, blocks[0].srcnodes, blocks[0].srctypes, name)
         for name in self.prefetch_labels:
-            _pull(g, blocks[-1].dstnodes, blocks[-1].dsttypes, name)
+            if local:
+                _read_owned(g, blocks[-1].dstdata, name)
+            else:
+                _pull(g, blocks[-1].dstnodes, blocks[-1].dsttypes, name)
         return seeds, output_nodes, blocks
 
     def sample(self, g, seed_nodes, exclude_eids=None) -> tuple[torch.Tensor, torch.Tensor,
@@ -155,6 +172,16 @@ def _pull(g, nodes, ntypes, name: str) -> None:
     for ntype in having:
         frame = nodes[ntype].data
         frame[name] = g.nodes[ntype].data[name][frame[dgl.NID]]
+
+
+def _read_owned(g, frame, name: str) -> None:
+    """Fill ``frame[name]`` (a homogeneous block's data) from the local shard of
+    ``g.ndata[name]``: every id of ``frame[dgl.NID]`` is this rank's own. Local."""
+    if name not in g.ndata:
+        raise KeyError(f"prefetch: the graph has no node data {name!r}")
+    tensor = g.ndata[name]
+    frame[name] = take_rows(tensor.local_partition,
+                            tensor.part_policy.to_local(frame[dgl.NID]))
 
 
 def check_batch_size(batch_size) -> None:
@@ -277,6 +304,13 @@ class DistDataLoader:
         return items if self.collate_fn is None else self.collate_fn(items)
 
 
+def _every_rank_owns(g, nids: torch.Tensor | None) -> bool:
+    """Whether every rank owns all of its ``nids`` (``None``: typed ids, never taken as
+    owned). Collective: one size exchange."""
+    mine = int(nids is not None and owns_all(g, nids))
+    return all(exchange_sizes([mine] * world_size()))
+
+
 def _scalar(item):
     """A one-element tensor as a Python number (also inside a ``(type, id)`` pair)."""
     if isinstance(item, torch.Tensor) and item.numel() == 1:
@@ -321,9 +355,15 @@ class DistNodeDataLoader(DistDataLoader):
         :class:`DistDataLoader`; ``num_workers``, ``pin_memory``, ``persistent_workers``,
         ``prefetch_factor`` and ``queue_size`` are accepted and ignored.
 
-    Constructing it is a collective (one size exchange), and so is every batch (the
+    Constructing it is a collective (two size exchanges), and so is every batch (the
     sampler's collectives and pulls): every rank makes its loader at the same point and
     iterates it in step with the others.
+
+    **Own seeds.** When every rank's ``nids`` are its own nodes (as
+    :func:`~sarlite.sampling.node_split` gives them) and the sampler is a
+    :class:`DistNeighborSampler` (without ``prob``), the ranks agree on that at
+    construction, and each batch then samples its seeds' hop and reads their labels
+    locally: two exchanges of the four per layer-and-pull fewer, the same batches.
 
     Raises
     ------
@@ -352,6 +392,9 @@ class DistNodeDataLoader(DistDataLoader):
                 raise ValueError("nids has duplicate node ids; every seed must appear once")
         self.graph_sampler = graph_sampler
         self._sample = sampler_call(graph_sampler, "DistNodeDataLoader")
+        owned = _every_rank_owns(g, None if self._types else self.nids)   # collective
+        if owned and isinstance(graph_sampler, DistNeighborSampler):
+            self._sample = functools.partial(graph_sampler.sample_blocks, seeds_owned=True)
         self.device = device
         super().__init__(dataset, collate_fn=self._sample_batch, **options)
 

@@ -143,12 +143,49 @@ def _gather_edges(g, seeds, fanout: int, edge_dir: str, prob: str | None,
     owners = g.get_partition_book().nid2partid(ids)
     answers = ask_owners(ids, owners, lambda requests: _sample_owned(
         g, requests, fanout, edge_dir, prob, replace), call)
-    rows = torch.cat(answers)
+    return _frontier(g, torch.cat(answers), excluded)
+
+
+def _frontier(g, rows: torch.Tensor, excluded: torch.Tensor | None) -> dgl.DGLGraph:
+    """The graph over all of ``g``'s nodes of the sampled ``(src, dst, eid)`` ``rows``,
+    less the ``excluded`` edge ids."""
     if excluded is not None and excluded.numel():
         rows = rows[~torch.isin(rows[:, 2], excluded)]
     frontier = dgl.graph((rows[:, 0], rows[:, 1]), num_nodes=g.num_nodes())
     frontier.edata[dgl.EID] = rows[:, 2]
     return frontier
+
+
+def owns_all(g, ids: torch.Tensor) -> bool:
+    """Whether this rank owns every node of ``ids`` (global ids of a homogeneous graph).
+    Local."""
+    book = g.get_partition_book()
+    lo, hi = (int(v) for v in book.node_ranges[book.partid])
+    return not ids.numel() or (int(ids.min()) >= lo and int(ids.max()) < hi)
+
+
+def sample_owned_neighbors(g, nodes, fanout: int, edge_dir: str = "in",
+                           replace: bool = False, *, exclude_edges=None) -> dgl.DGLGraph:
+    """:func:`sample_neighbors` of seeds this rank owns, **without communication**: the
+    owner samples on its local partition as it would for the collective call, so the
+    result is the same graph and the same draws of DGL's generator.
+
+    Local: only this rank calls it, and no other rank waits for it. A loader whose ranks
+    agreed that all their seeds are their own uses it for the seeds' hop (see
+    :class:`~sarlite.sampling.DistNodeDataLoader`). Homogeneous graphs, no ``prob``.
+
+    Raises
+    ------
+    ValueError
+        A seed this rank does not own, or a bad ``fanout`` or ``edge_dir``.
+    """
+    ids = _checked_seeds(g, nodes, fanout, edge_dir, None)
+    if not owns_all(g, ids):
+        raise ValueError("sample_owned_neighbors: some seeds belong to another rank; use "
+                         "sample_neighbors (a collective) for them")
+    rows, = _sample_owned(g, [ids], _homogeneous(fanout, check_etype), edge_dir, None,
+                          replace)
+    return _frontier(g, rows, _excluded(exclude_edges))
 
 
 def sample_neighbors(g, nodes, fanout, edge_dir: str = "in", prob: str | None = None,

@@ -344,7 +344,9 @@ def run(cfg: Config) -> dict:
         while writing <path>" (every rank at the start and for checkpoints; rank 0 for
         metrics.jsonl, summary.json and curves.png).
     """
-    rank, world = comm.init()
+    # sampled steps allocate fresh batch buffers each step: with glibc's threshold fixed
+    # each is page-faulted anew (sarlite.comm.allocator), so sampling leaves it alone
+    rank, world = comm.init(mmap_threshold="auto" if cfg.train.sampling is None else None)
     out_dir = Path(cfg.train.out_dir)
     on_rank0(lambda: _prepare_out_dir(cfg), rank, "prepare_out_dir")
     part_config = prepare_partitions(cfg, rank, world)

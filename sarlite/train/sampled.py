@@ -1,7 +1,7 @@
 """The mini-batch side of sampled training: this rank's loader of sampled blocks.
 
-With ``train.sampling`` set, each epoch walks this rank's even share of the training
-nodes (:func:`sarlite.sampling.node_split`) in shuffled batches of
+With ``train.sampling`` set, each epoch walks the training nodes this rank owns
+(:func:`sarlite.sampling.node_split` with ``force_even=False``) in shuffled batches of
 ``train.sampling.batch_size`` seeds (of the labelled type, on a heterogeneous graph);
 each batch carries one sampled block per layer with ``feat`` on the input nodes (of the
 types that have it) and ``label`` on the seeds, pulled through the KV layer.
@@ -35,11 +35,14 @@ def sampled_loader(cfg: Config, data: PartitionData | HeteroPartitionData, rank:
     """
     graph = DistGraph.from_partition_data(data, replace_kvstore=True)
     book = graph.get_partition_book()
+    # each rank's own training nodes: the loader then samples their hop and reads their
+    # labels locally (DistNodeDataLoader, "own seeds"); ranks with fewer batches get
+    # empty ones, which the step handles
     if target is None:
-        train_nids = node_split(graph.ndata["train_mask"], book)
+        train_nids = node_split(graph.ndata["train_mask"], book, force_even=False)
     else:
         train_nids = {target: node_split(graph.nodes[target].data["train_mask"], book,
-                                         ntype=target)}
+                                         ntype=target, force_even=False)}
     sampler = DistNeighborSampler(cfg.train.sampling.fanouts, prefetch_node_feats=["feat"],
                                   prefetch_labels=["label"])
     dgl.seed(cfg.train.seed * 1000 + rank)
