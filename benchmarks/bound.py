@@ -72,9 +72,12 @@ def layer_exchanges(model: str, feat_dim: int, hidden: int, num_classes: int,
 
 
 def halo_bytes(halo_nodes: list[int], exchanges: list[LayerExchange],
-               refetch: bool = False) -> int:
-    """Bytes per epoch over all partitions; ``refetch`` adds sar's backward refetch."""
-    per_node = sum(e.width * (1 + e.needs_grad * (2 if refetch else 1)) for e in exchanges)
+               refetch: bool | list[bool] = False) -> int:
+    """Bytes per epoch over all partitions; ``refetch`` (for every layer, or one flag per
+    layer) adds sar's backward refetch."""
+    flags = refetch if isinstance(refetch, list) else [refetch] * len(exchanges)
+    per_node = sum(e.width * (1 + e.needs_grad * (2 if again else 1))
+                   for e, again in zip(exchanges, flags, strict=True))
     return sum(halo_nodes) * per_node * BYTES_PER_VALUE
 
 
@@ -84,7 +87,9 @@ def lower_bound(halo_nodes: list[int], exchanges: list[LayerExchange]) -> int:
 
 
 def expected_bytes(halo_nodes: list[int], exchanges: list[LayerExchange], model: str,
-                   mode: str) -> int:
-    """Halo bytes per epoch that ``mode`` sends by construction (see the module text)."""
+                   mode: str | list[str]) -> int:
+    """Halo bytes per epoch that ``mode`` sends by construction (see the module text);
+    ``mode`` may name each layer's (a memory-budget plan's)."""
+    modes = mode if isinstance(mode, list) else [mode] * len(exchanges)
     return halo_bytes(halo_nodes, exchanges,
-                      refetch=mode == "sar" and model not in COPY_SRC_MODELS)
+                      refetch=[m == "sar" and model not in COPY_SRC_MODELS for m in modes])

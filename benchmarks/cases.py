@@ -17,7 +17,8 @@ ten runs per case (DGL, then sar/sa/one-shot at N = 1, 2, 4):
   run at N=4, including its METIS partitioning): about 40 minutes in all, plus the
   extra runs (:data:`EXTRA_RUNS`: sar N=8, sar-chunked, 16-bit halos) on the SAGE
   homophilous and uniform cases, about 8 minutes per case (measured 2026-11-24: the
-  22 runs of both cases, DGL and sar N=2, 4 included, took 691 s).
+  22 runs of both cases, DGL and sar N=2, 4 included, took 691 s), and the memory-budget
+  run (:data:`BUDGET_RUNS`) on the GAT case, about as long as a GAT run at N=4.
 """
 from __future__ import annotations
 
@@ -36,17 +37,19 @@ class Variant:
     mode: str
     settings: tuple[tuple[str, object], ...]     # (engine field, value)
 
-    def flags(self) -> list[str]:
-        """The worker's command-line arguments for the settings."""
-        return [arg for key, value in self.settings
-                for arg in (f"--{key.replace('_', '-')}", str(value))]
 
+#: ``memory_budget`` of the ``budget`` runs, resolved by the runner when the run starts:
+#: :data:`BUDGET_MARGIN` times the larger peak RSS per worker of the plain ``sar`` and
+#: ``one-shot`` runs at the same N in the same invocation (room for one-shot layers).
+FROM_PEAKS = "from-peaks"
+BUDGET_MARGIN = 1.05
 
 # Engine variants besides the plain modes.
 VARIANTS: dict[str, Variant] = {
     "sar-chunked": Variant("sar", (("max_rows_per_step", CHUNK_ROWS),)),
     "sar-bf16": Variant("sar", (("halo_dtype", "bfloat16"),)),
     "sar-fp16": Variant("sar", (("halo_dtype", "float16"),)),
+    "budget": Variant("sar", (("memory_budget", FROM_PEAKS),)),
 }
 
 # The full suite's extra runs, on the SAGE cases of the homophilous and the uniform graph:
@@ -54,6 +57,9 @@ VARIANTS: dict[str, Variant] = {
 # are those of 8 processes sharing 2 cores).
 EXTRA_RUNS: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("sar", (8,)), ("sar-chunked", (2, 4, 8)), ("sar-bf16", (2, 4)), ("sar-fp16", (2, 4)))
+# The memory-budget mode's run, on the GAT case: there one-shot is faster than sar (on the
+# SAGE cases sar is the faster mode, and a budget has nothing to trade).
+BUDGET_RUNS: tuple[tuple[str, tuple[int, ...]], ...] = (("budget", (4,)),)
 
 
 def base_mode(name: str) -> str:
@@ -103,8 +109,9 @@ SUITES: dict[str, list[Case]] = {
     "quick": [SAGE_100K],
     "full": [SAGE_100K, GCN_100K, GAT_100K, SAGE_POWERLAW, SAGE_UNIFORM, SAGE_400K],
 }
-# which cases of a suite also make the EXTRA_RUNS
-EXTRAS: dict[str, tuple[str, ...]] = {
-    "quick": (),
-    "full": (SAGE_100K.name, SAGE_UNIFORM.name),
+# the extra runs each case of a suite makes besides the plain modes
+EXTRAS: dict[str, dict[str, tuple[tuple[str, tuple[int, ...]], ...]]] = {
+    "quick": {},
+    "full": {SAGE_100K.name: EXTRA_RUNS, SAGE_UNIFORM.name: EXTRA_RUNS,
+             GAT_100K.name: BUDGET_RUNS},
 }

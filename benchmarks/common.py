@@ -81,8 +81,10 @@ def build_model(kind: str, in_dim: int, hidden: int, num_classes: int, num_layer
                                          for b in dims[1:-1]])
 
         def forward(self, g, x):
-            for i, layer in enumerate(self.layers):
-                x = layer(g, x)
+            """``g``: one graph, or one per layer (a memory-budget plan's)."""
+            graphs = g if isinstance(g, list) else [g] * len(self.layers)
+            for i, (layer, graph) in enumerate(zip(self.layers, graphs)):
+                x = layer(graph, x)
                 x = x.flatten(1) if x.dim() == 3 else x
                 if i < len(self.layers) - 1:
                     x = torch.relu(self.norms[i](x) if len(self.norms) else x)

@@ -98,6 +98,7 @@ def targets(records: list[dict], largest: dict | None) -> list[Target]:
                               _ratio(_find(records, case, "sar N=4"),
                                      _find(records, case, "one-shot N=4"), "growth_mib"), 0.4))
         out += _step_targets(records, case, model, dgl)
+        out += _budget_targets(records, case)
         out.append(Target("sar N=2 epoch time <= 1.15x DGL", case, _ratio(
             _find(records, case, "sar N=2"), dgl, "median_epoch_s"), 1.15))
         out.append(Target("one-shot N=2 epoch time <= 1.05x DGL", case, _ratio(
@@ -141,6 +142,23 @@ def _step_targets(records, case: str, model: str, dgl) -> list[Target]:
                    "default, whole shards, costs nothing)", case,
                    _ratio(chunked[2], _find(records, case, "sar N=2"), "median_epoch_s"),
                    1.05)]
+
+
+def _budget_targets(records, case: str) -> list[Target]:
+    """The memory-budget goals, where the case has a ``budget`` run: its peak per worker
+    within the budget, and its epoch faster than all-sar's at the same N."""
+    runs = [r for r in records if r["case"] == case and r["mode"] == "budget"
+            and "error" not in r]
+    out = []
+    for run in runs:
+        n = run["world_size"]
+        out.append(Target(f"budget N={n} peak RSS/worker <= engine.memory_budget", case,
+                          run["peak_rss_mib"] * 2**20 / run["memory_budget"], 1.0))
+        out.append(Target(f"budget N={n} epoch time < sar N={n} (plan: "
+                          f"{'; '.join(run['memory_plan']['layers'])})", case,
+                          _ratio(run, _find(records, case, f"sar N={n}"), "median_epoch_s"),
+                          1.0))
+    return out
 
 
 def _fmt(value, spec=".2f", suffix=""):
@@ -224,7 +242,9 @@ backward where the moved tensor needs a gradient); see benchmarks/bound.py. "Exp
 bound" is what the mode sends by construction: 1.0 except sar on GAT (1.5: rematerializing
 u_add_v / u_mul_e messages refetches the rows in backward), halved for 16-bit halos
 (the sar-bf16 / sar-fp16 runs). sar-chunked: sar with engine.max_rows_per_step (rows of a
-remote shard fetched, used and freed at once; see benchmarks/cases.py). CPU steal %: share of the
+remote shard fetched, used and freed at once; see benchmarks/cases.py). budget: sar with
+engine.memory_budget at 1.05x the larger peak of the sar and one-shot runs at the same N
+(each layer one-shot or sar with a step size, as the plan in its record says). CPU steal %: share of the
 machine's CPU time during the timed epochs that the hypervisor gave to other guests
 (/proc/stat); a run with steal was slowed by its neighbours, so compare its times with
 care ("-": not recorded)."""

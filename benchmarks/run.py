@@ -13,7 +13,10 @@ this one invocation and with the same initial parameters:
 * in the full suite, on the SAGE homophilous and uniform cases, extra runs
   (``--no-extras`` leaves them out): sar on N = 8, ``sar-chunked`` (sar with
   ``max_rows_per_step``) on N = 2, 4, 8 and ``sar-bf16``/``sar-fp16`` (16-bit halos) on
-  N = 2, 4. The variants can also be named in ``--modes``.
+  N = 2, 4; on the GAT case, ``budget`` on N = 4: ``engine.memory_budget`` set to 1.05x
+  the larger peak per worker of the sar and one-shot runs at N = 4 of the same
+  invocation, so the planner has room for one-shot layers (its plan is in the record).
+  The variants can also be named in ``--modes``.
 
 Each run is its own set of processes, so a peak is that run's alone. Per run it records
 the median epoch time over the timed epochs after the warm-up, per-worker memory (RSS
@@ -44,7 +47,8 @@ from pathlib import Path
 
 from . import common
 from .bound import expected_bytes, layer_exchanges, lower_bound
-from .cases import EXTRA_RUNS, EXTRAS, MODES, SUITES, VARIANTS, WORLD_SIZES, Case, base_mode
+from .cases import (BUDGET_MARGIN, EXTRAS, FROM_PEAKS, MODES, SUITES, VARIANTS, WORLD_SIZES,
+                    Case, base_mode)
 from .report import HALO_KINDS, write_report
 
 
@@ -81,14 +85,46 @@ def summarise(case: Case, mode: str, world: int, workers: list[dict],
             "halo_bytes_per_epoch": halo, "other_bytes_per_epoch": other,
             "halo_nodes": halo_nodes, "bound_bytes": lower_bound(halo_nodes, exchanges),
             "expected_bytes": 0 if mode == "dgl" else
-            expected_bytes(halo_nodes, exchanges, case.model, mode),
+            expected_bytes(halo_nodes, exchanges, case.model, _layer_modes(mode, workers)),
+            "memory_plan": workers[0].get("memory_plan"),
             "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"), "workers": workers}
 
 
-def _engine_fields(mode: str, args) -> dict:
+def _layer_modes(mode: str, workers: list[dict]) -> str | list[str]:
+    """The engine mode of the run, or of each layer where a memory plan chose them."""
+    plan = workers[0].get("memory_plan")
+    return [c["mode"] for c in plan["choices"]] if plan else base_mode(mode)
+
+
+def _engine_fields(settings: dict, args) -> dict:
     """The record's engine settings: the invocation's, overridden by the variant's."""
-    fields = {"halo_dtype": args.halo_dtype, "max_rows_per_step": None}
-    return fields | (dict(VARIANTS[mode].settings) if mode in VARIANTS else {})
+    return {"halo_dtype": args.halo_dtype, "max_rows_per_step": None,
+            "memory_budget": None} | settings
+
+
+def _peak(runs_dir: Path, run: str) -> float:
+    """The peak RSS per worker (MiB) of an earlier run of this case and invocation."""
+    path = runs_dir / f"{run.replace(' ', '_').replace('=', '')}.json"
+    record = json.loads(path.read_text()) if path.exists() else {}
+    if "peak_rss_mib" not in record:
+        raise RuntimeError(f"the budget run needs a finished {run} run of this case "
+                           f"before it, in the same invocation")
+    return record["peak_rss_mib"]
+
+
+def _settings(mode: str, world: int, runs_dir: Path) -> dict:
+    """The variant's engine settings with :data:`FROM_PEAKS` resolved to bytes."""
+    settings = dict(VARIANTS[mode].settings) if mode in VARIANTS else {}
+    if settings.get("memory_budget") == FROM_PEAKS:
+        peak = max(_peak(runs_dir, f"{m} N={world}") for m in ("sar", "one-shot"))
+        settings["memory_budget"] = int(BUDGET_MARGIN * peak * 2**20)
+    return settings
+
+
+def _flags(settings: dict) -> list[str]:
+    """The worker's command-line arguments for engine settings."""
+    return [arg for key, value in settings.items()
+            for arg in (f"--{key.replace('_', '-')}", str(value))]
 
 
 def _halo_nodes(config: Path) -> list[int]:
@@ -96,15 +132,18 @@ def _halo_nodes(config: Path) -> list[int]:
     return partition_report(config).halo_nodes
 
 
-def run_plan(case: Case, modes: list[str], world_sizes: list[int], extras: bool
-             ) -> list[tuple[str, int]]:
+def run_plan(case: Case, modes: list[str], world_sizes: list[int],
+             extras: tuple[tuple[str, tuple[int, ...]], ...] = ()) -> list[tuple[str, int]]:
     """``(mode or variant, N)`` of every run of ``case``: DGL first, then the selected
-    modes at the selected N, then (``extras``) the suite's extra runs not already there."""
+    modes at the selected N, then the case's ``extras`` (from :data:`EXTRAS`) not already
+    there; a budget run brings the sar and one-shot runs its budget comes from."""
     plan = ([("dgl", 1)] if "dgl" in modes else []) + [
         (m, n) for n in world_sizes for m in modes if m != "dgl"]
-    if extras:
-        plan += [(m, n) for m, sizes in EXTRA_RUNS for n in sizes if (m, n) not in plan]
-    return plan
+    plan += [(m, n) for m, sizes in extras for n in sizes if (m, n) not in plan]
+    rest = [run for run in plan if run[0] != "budget"]
+    budget = [run for run in plan if run[0] == "budget"]
+    sources = [(m, n) for _, n in budget for m in ("sar", "one-shot") if (m, n) not in rest]
+    return rest + sources + budget
 
 
 def run_case(case: Case, plan: list[tuple[str, int]], args, out: Path,
@@ -131,14 +170,14 @@ def run_case(case: Case, plan: list[tuple[str, int]], args, out: Path,
                                                     case.feat_dim, world, case.graph,
                                                     args.cache)
                 halo = _halo_nodes(config)
-                variant = VARIANTS[mode].flags() if mode in VARIANTS else []
+                settings = _settings(mode, world, runs_dir)
                 workers = common.run_json(common.torchrun(
                     world, "benchmarks.worker", ["--mode", base_mode(mode), "--config",
-                                                 str(config), *extra, *variant]),
+                                                 str(config), *extra, *_flags(settings)]),
                     args.timeout, num_procs=world)
             record = summarise(case, mode, world, workers, halo)
             record.update(pipeline_depth=args.pipeline_depth, device=args.device,
-                          **_engine_fields(mode, args))
+                          **_engine_fields(settings if mode != "dgl" else {}, args))
         except (RuntimeError, subprocess.TimeoutExpired) as err:
             ok = False
             record = {"case": case.name, "model": case.model, "mode": mode,
@@ -171,11 +210,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--modes", nargs="+", choices=("dgl",) + MODES + tuple(VARIANTS),
                         default=["dgl", *MODES], help="runs to make (default dgl and the "
                         "three modes; the variants: sar-chunked = sar with "
-                        "max_rows_per_step, sar-bf16/sar-fp16 = sar with 16-bit halos)")
+                        "max_rows_per_step, sar-bf16/sar-fp16 = sar with 16-bit halos, "
+                        "budget = engine.memory_budget at 1.05x the larger peak of the "
+                        "sar and one-shot runs at the same N, which it then also makes)")
     parser.add_argument("--no-extras", action="store_true",
                         help="leave out the suite's extra runs (full suite: sar N=8, "
                         "sar-chunked N=2,4,8, sar-bf16/fp16 N=2,4 on the SAGE homophilous "
-                        "and uniform cases)")
+                        "and uniform cases; budget N=4 on the GAT case)")
     parser.add_argument("--world-sizes", nargs="+", type=int, default=list(WORLD_SIZES),
                         metavar="N", help="sarlite worker counts (default 1 2 4)")
     sizes = parser.add_argument_group("overrides for every selected case (tests, tries)")
@@ -232,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     plans = {c.name: run_plan(c, args.modes, args.world_sizes,
-                              not args.no_extras and c.name in EXTRAS[args.suite])
+                              () if args.no_extras else EXTRAS[args.suite].get(c.name, ()))
              for c in cases}
     total = sum(len(p) for p in plans.values())
     print(f"benchmarks.run: suite {args.suite}, {len(cases)} case(s), {total} runs -> {out}",

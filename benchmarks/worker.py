@@ -20,7 +20,10 @@ writes ``rank<r>.json`` into ``--result-dir`` with:
   the bytes in use before them; ``null`` on CPU, where torch exposes no allocator counter
   and the RSS is the measure;
 * ``traffic_per_epoch``: ``{kind: {"sent", "received"}}`` bytes per timed epoch from
-  :mod:`sarlite.comm.traffic`.
+  :mod:`sarlite.comm.traffic`;
+* ``memory_plan``: with ``--memory-budget``, the plan (budget, estimate, each layer's
+  choice, every rank's measurements), made by a calibration pass before the warm-up, as
+  ``sarlite train`` makes it; else ``null``.
 
 Runs start in the users' environment (:func:`benchmarks.common.user_env`, no allocator
 variables): sarlite's workers fix glibc's mmap threshold in ``sarlite.init`` so that freed
@@ -77,15 +80,33 @@ class _Probe:
         return out
 
 
-def _train(graph, feats, model, args, num_train: float, sync, device) -> dict:
-    """``args.warmup`` + ``args.epochs`` epochs of full-graph Adam; measured timed epochs."""
-    import torch
+def _loss(model, graph, feats: dict, num_train: float):
+    """The training loss of one full-graph forward (``graph``: one, or one per layer)."""
     import torch.nn.functional as F
+    out = model(graph, feats["feat"])
+    mask = feats["train_mask"]
+    return F.cross_entropy(out[mask], feats["label"][mask], reduction="sum") / num_train
+
+
+def _planned(graph, feats: dict, model, budget: str, num_train: float):
+    """engine.memory_budget as ``sarlite train`` applies it: the plan's graphs, one per
+    layer, and the plan's record. Collective."""
+    from sarlite.core.budget import plan_memory
+
+    def calibration(graphs):
+        _loss(model, graphs, feats, num_train).backward()
+        model.zero_grad(set_to_none=True)
+    plan = plan_memory(graph, list(model.layers), calibration, model, budget)
+    return plan.graphs(graph), plan.record()
+
+
+def _train(graph, feats: dict, model, args, num_train: float, sync, device) -> dict:
+    """``args.warmup`` + ``args.epochs`` epochs of full-graph Adam; measured timed epochs.
+    ``feats``: ``feat``, ``label`` and a boolean ``train_mask`` on ``device``."""
+    import torch
 
     from sarlite.comm import traffic
 
-    x, labels = feats["feat"].to(device), feats["label"].to(device)
-    mask = feats["train_mask"].bool().to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     probe = _Probe(device)
     times = []
@@ -94,8 +115,7 @@ def _train(graph, feats, model, args, num_train: float, sync, device) -> dict:
             traffic.reset()
             before = probe.start()
         start = time.perf_counter()
-        out = model(graph, x)
-        loss = F.cross_entropy(out[mask], labels[mask], reduction="sum") / num_train
+        loss = _loss(model, graph, feats, num_train)
         optimizer.zero_grad()
         loss.backward()
         sync(model)
@@ -103,7 +123,7 @@ def _train(graph, feats, model, args, num_train: float, sync, device) -> dict:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         times.append(time.perf_counter() - start)
-        del out, loss
+        del loss
     result = probe.stop(before)
     result["epoch_times"] = times[args.warmup:]
     result["traffic_per_epoch"] = {
@@ -151,8 +171,13 @@ def run(args) -> None:
                                args.num_classes, heads=args.heads, norm=norm).to(device)
     if args.mode != "dgl":
         sarlite.sync_params(model)
-    result = _train(graph, feats, model, args, num_train, sync, device)
-    result.update(rank=rank, device=str(device))
+    inputs = {"feat": feats["feat"].to(device), "label": feats["label"].to(device),
+              "train_mask": feats["train_mask"].bool().to(device)}
+    plan = None
+    if args.memory_budget is not None:
+        graph, plan = _planned(graph, inputs, model, args.memory_budget, num_train)
+    result = _train(graph, inputs, model, args, num_train, sync, device)
+    result.update(rank=rank, device=str(device), memory_plan=plan)
     common.write_result(args.result_dir, rank, result)
     if args.mode != "dgl":
         sarlite.finalize()
@@ -181,6 +206,9 @@ def main() -> None:
                         choices=("float32", "bfloat16", "float16"))
     parser.add_argument("--max-rows-per-step", type=int, default=None,
                         help="engine.max_rows_per_step (sarlite modes; default: whole shards)")
+    parser.add_argument("--memory-budget", default=None,
+                        help="engine.memory_budget (mode sar; bytes or a size such as 1GiB): "
+                             "each layer's graph from the plan, made before the warm-up")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = parser.parse_args()
     whole = args.graph is not None or args.dataset is not None
@@ -189,6 +217,9 @@ def main() -> None:
                      "need --config")
     if args.epochs < 1 or args.warmup < 0:
         parser.error("need --epochs >= 1 and --warmup >= 0")
+    if args.memory_budget is not None and (args.mode != "sar" or args.max_rows_per_step):
+        parser.error("--memory-budget plans sar and one-shot layers itself: mode sar, "
+                     "without --max-rows-per-step")
     run(args)
 
 

@@ -23,11 +23,13 @@ RUNS = ["dgl", f"sar N={WORLD}", f"one-shot N={WORLD}"]
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    """One tiny run of the harness: two cases x (DGL, sar and one-shot on 2 workers)."""
+    """One tiny run of the harness: two cases x (DGL, sar, one-shot and the memory-budget
+    run on 2 workers)."""
     out = tmp_path_factory.mktemp("bench")
     status = run.main(["--suite", "full", "--cases", *CASES, "--num-nodes", str(NUM_NODES),
                        "--avg-degree", "5", "--hidden", str(HIDDEN), "--world-sizes",
-                       str(WORLD), "--modes", "dgl", "sar", "one-shot", "--no-extras",
+                       str(WORLD), "--modes", "dgl", "sar", "one-shot", "budget",
+                       "--no-extras",
                        "--timeout", "120",
                        "--out", str(out), "--cache", str(out / "cache")])
     assert status == 0
@@ -66,6 +68,21 @@ def test_every_run_writes_a_record_with_one_entry_per_worker(suite):
             assert record["allocator_peak_mib"] is None        # CPU: RSS is the measure
 
 
+def test_a_budget_run_plans_every_layer_within_a_budget_from_the_sar_and_one_shot_peaks(
+        suite):
+    from benchmarks.cases import BUDGET_MARGIN
+    records = _records(suite)
+    for case in CASES:
+        record = records[(_tiny(case), f"budget N={WORLD}")]
+        assert "error" not in record and record["mode"] == "budget"
+        peak = max(records[(_tiny(case), f"{m} N={WORLD}")]["peak_rss_mib"]
+                   for m in ("sar", "one-shot"))
+        assert record["memory_budget"] == int(BUDGET_MARGIN * peak * 2**20)
+        plan = record["memory_plan"]
+        assert plan["budget_bytes"] == record["memory_budget"] and len(plan["layers"]) == 3
+        assert len(plan["measured"]) == WORLD
+
+
 def test_halo_bytes_equal_the_bound_computed_from_the_partition(suite):
     records = _records(suite)
     for case in CASES:
@@ -87,11 +104,11 @@ def test_halo_bytes_equal_the_bound_computed_from_the_partition(suite):
 def test_summary_table_lists_every_run_and_every_target(suite):
     text = (suite / "summary.md").read_text()
     for case in CASES:
-        for run_name in RUNS:
+        for run_name in RUNS + [f"budget N={WORLD}"]:
             assert f"| {_tiny(case)} | {run_name} |" in text
     targets = [t for t in json.loads((suite / "summary.json").read_text())["targets"]
                if t["case"] in map(_tiny, CASES)]      # not the largest-graph search's
-    assert len(targets) == 4 * len(CASES)
+    assert len(targets) == (4 + 2) * len(CASES)        # the budget run's two included
     for target in targets:
         assert f"| {target['target']} | {target['case']} |" in text
         assert target["status"] in ("PASS", "FAIL", "not measured")
@@ -141,22 +158,44 @@ def test_a_run_that_hangs_before_writing_its_results_times_out():
 
 
 def test_the_run_plan_adds_the_suite_extras_once_after_the_selected_runs():
+    from benchmarks.cases import EXTRAS
     case = run.SUITES["full"][0]
-    plan = run.run_plan(case, ["dgl", "sar"], [2, 8], extras=True)
+    extras = EXTRAS["full"][case.name]
+    plan = run.run_plan(case, ["dgl", "sar"], [2, 8], extras)
     assert plan[:3] == [("dgl", 1), ("sar", 2), ("sar", 8)]
     assert len(plan) == len(set(plan))                 # sar N=8 is not run twice
     assert ("sar-chunked", 4) in plan and ("sar-fp16", 2) in plan
-    assert run.run_plan(case, ["dgl", "sar"], [2], extras=False) == [("dgl", 1), ("sar", 2)]
+    assert run.run_plan(case, ["dgl", "sar"], [2]) == [("dgl", 1), ("sar", 2)]
+
+
+def test_a_budget_run_comes_after_the_sar_and_one_shot_runs_its_budget_comes_from():
+    from benchmarks.cases import BUDGET_RUNS
+    plan = run.run_plan(run.SUITES["full"][0], ["dgl", "budget", "sar"], [4])
+    assert plan == [("dgl", 1), ("sar", 4), ("one-shot", 4), ("budget", 4)]
+    plan = run.run_plan(run.SUITES["full"][0], ["dgl"], [2], BUDGET_RUNS)
+    assert plan == [("dgl", 1), ("sar", 4), ("one-shot", 4), ("budget", 4)]
+
+
+def test_a_budget_is_resolved_from_the_larger_peak_of_sar_and_one_shot(tmp_path):
+    from benchmarks.cases import BUDGET_MARGIN
+    for name, peak in (("sar_N4", 900.0), ("one-shot_N4", 1000.0)):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"peak_rss_mib": peak}))
+    settings = run._settings("budget", 4, tmp_path)
+    assert settings == {"memory_budget": int(BUDGET_MARGIN * 1000 * 2**20)}
+    with pytest.raises(RuntimeError, match="needs a finished sar N=2 run"):
+        run._settings("budget", 2, tmp_path)
 
 
 def test_a_variant_runs_its_base_mode_with_its_engine_settings():
-    from benchmarks.cases import CHUNK_ROWS, VARIANTS, base_mode
+    from benchmarks.cases import CHUNK_ROWS, base_mode
     assert base_mode("sar-chunked") == "sar" and base_mode("one-shot") == "one-shot"
     args = run._parser().parse_args([])
-    assert run._engine_fields("sar-chunked", args) == {
-        "halo_dtype": "float32", "max_rows_per_step": CHUNK_ROWS}
-    assert run._engine_fields("sar-bf16", args)["halo_dtype"] == "bfloat16"
-    assert VARIANTS["sar-chunked"].flags() == ["--max-rows-per-step", str(CHUNK_ROWS)]
+    chunked = run._settings("sar-chunked", 2, None)
+    assert run._engine_fields(chunked, args) == {
+        "halo_dtype": "float32", "max_rows_per_step": CHUNK_ROWS, "memory_budget": None}
+    assert run._engine_fields(run._settings("sar-bf16", 2, None), args)["halo_dtype"] == \
+        "bfloat16"
+    assert run._flags(chunked) == ["--max-rows-per-step", str(CHUNK_ROWS)]
 
 
 def test_auto_budgets_run_from_every_layer_one_shot_down_to_the_most_frugal_plan():

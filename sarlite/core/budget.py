@@ -172,10 +172,11 @@ class MemoryPlan:
                 f"(estimated peak {format_bytes(self.estimate)}, the largest worker)")
 
     def record(self) -> dict:
-        """The plan as ``summary.json`` keeps it: budget, estimate, layers and every rank's
-        measurements."""
+        """The plan as ``summary.json`` keeps it: budget, estimate, layers (in words and
+        as ``{"mode", "max_rows_per_step"}``) and every rank's measurements."""
         return {"budget_bytes": self.budget, "estimate_bytes": self.estimate,
                 "layers": [str(c) for c in self.layers],
+                "choices": [asdict(c) for c in self.layers],
                 "measured": [asdict(c) for c in self.costs]}
 
     def graphs(self, manager: GraphShardManager) -> list:
