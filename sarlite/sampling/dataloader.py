@@ -360,7 +360,8 @@ class DistNodeDataLoader(DistDataLoader):
     iterates it in step with the others.
 
     **Own seeds.** When every rank's ``nids`` are its own nodes (as
-    :func:`~sarlite.sampling.node_split` gives them) and the sampler is a
+    :func:`~sarlite.sampling.node_split` with ``force_even=False`` gives them; its default
+    even split may hand a rank some nodes of another) and the sampler is a
     :class:`DistNeighborSampler` (without ``prob``), the ranks agree on that at
     construction, and each batch then samples its seeds' hop and reads their labels
     locally: two exchanges of the four per layer-and-pull fewer, the same batches.
