@@ -1,0 +1,207 @@
+"""Message passing written with torch operations only: DGL's builtin kernels without DGL.
+
+DGL's PyPI wheel is a CPU-only build, so a graph on CUDA cannot run its kernels. These
+functions compute what DGL's ``gsddmm`` (per-edge values), ``gspmm`` (messages reduced at
+the destinations) and degree queries compute, from a graph held as torch index tensors
+(:class:`EdgeIndex`), on any device, with torch's autograd. They import nothing from DGL.
+
+Semantics, as DGL 2.1 defines them (and as ``tests/test_kernels.py`` checks against it):
+
+* **Binary operators** ``add``, ``sub``, ``mul``, ``div`` and ``dot`` combine a left and a
+  right operand, each read on the edge's source (``"u"``), destination (``"v"``) or the
+  edge itself (``"e"``); ``copy_lhs`` / ``copy_rhs`` take one of them. Feature shapes
+  broadcast as in NumPy over the dimensions after the first (the shorter shape is padded
+  with ones in front); ``dot`` sums over the last feature dimension and keeps it as size 1.
+* **Reducers** ``sum``, ``mean``, ``max`` and ``min``. A destination without in-edges gets
+  0 with every reducer (``update_all``'s rule; ``dgl.ops.gspmm`` leaves -inf/inf there).
+  ``mean`` divides the sum by the in-degree. ``max`` and ``min`` choose, per destination
+  and per feature element, the **first** edge in edge-id order among the edges that reach
+  the extreme value, and the gradient goes to that edge only. That is the rule of DGL's
+  own CPU kernel. DGL on x86 hands float32 calls without broadcasting to libxsmm by
+  default, which keeps the *last* such edge instead (measured with DGL 2.1: the rule
+  follows ``dgl.use_libxsmm``), so DGL itself breaks ties two ways; the tests compare
+  with libxsmm turned off.
+
+Example
+-------
+>>> index = EdgeIndex(torch.tensor([0, 1, 1]), torch.tensor([1, 0, 1]), 2, 2)
+>>> h = torch.tensor([[1.0], [2.0]])
+>>> spmm(index, "copy_lhs", "sum", h, None)          # copy_u("h", "m"), sum("m", "h")
+tensor([[2.],
+        [3.]])
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+BINARY_OPS = ("add", "sub", "mul", "div", "dot")
+COPY_OPS = ("copy_lhs", "copy_rhs")
+REDUCERS = ("sum", "mean", "max", "min")
+TARGETS = ("u", "v", "e")
+
+
+@dataclass(frozen=True)
+class EdgeIndex:
+    """A graph's edges as index tensors: edge ``i`` runs from source ``src[i]`` to
+    destination ``dst[i]``; ids are edge ids (positions). Source and destination node
+    sets may differ (a block): ``num_src`` and ``num_dst`` nodes.
+
+    Raises
+    ------
+    ValueError
+        ``src`` and ``dst`` are not 1-D integer tensors of one length on one device.
+    """
+
+    src: torch.Tensor
+    dst: torch.Tensor
+    num_src: int
+    num_dst: int
+
+    def __post_init__(self):
+        for name, ids in (("src", self.src), ("dst", self.dst)):
+            if ids.dim() != 1 or ids.dtype not in (torch.int32, torch.int64):
+                raise ValueError(f"EdgeIndex.{name} must be a 1-D integer tensor, got "
+                                 f"shape {tuple(ids.shape)} and {ids.dtype}")
+        if self.src.shape != self.dst.shape or self.src.device != self.dst.device:
+            raise ValueError(f"EdgeIndex: src and dst must have one length on one device, "
+                             f"got {self.src.shape[0]} on {self.src.device} and "
+                             f"{self.dst.shape[0]} on {self.dst.device}")
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.src.shape[0])
+
+    def in_degrees(self) -> torch.Tensor:
+        """``(num_dst,)`` int64: the in-edges of each destination."""
+        return torch.bincount(self.dst.long(), minlength=self.num_dst)
+
+    def out_degrees(self) -> torch.Tensor:
+        """``(num_src,)`` int64: the out-edges of each source."""
+        return torch.bincount(self.src.long(), minlength=self.num_src)
+
+
+def _on_edges(index: EdgeIndex, value: torch.Tensor, target: str) -> torch.Tensor:
+    """``value``'s row for every edge: of its source, destination or the edge itself."""
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+    if target == "e":
+        return value
+    ids = index.src if target == "u" else index.dst
+    return value.index_select(0, ids.long())
+
+
+def _aligned(lhs: torch.Tensor, rhs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad the shorter feature shape with ones in front (DGL's broadcasting rule)."""
+    extra = lhs.dim() - rhs.dim()
+    if extra > 0:
+        rhs = rhs.reshape(rhs.shape[:1] + (1,) * extra + rhs.shape[1:])
+    elif extra < 0:
+        lhs = lhs.reshape(lhs.shape[:1] + (1,) * -extra + lhs.shape[1:])
+    return lhs, rhs
+
+
+def sddmm(index: EdgeIndex, op: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None,
+          lhs_target: str = "u", rhs_target: str = "v") -> torch.Tensor:
+    """Per-edge values ``op(lhs on lhs_target, rhs on rhs_target)``, ``(E, *F)``: DGL's
+    ``gsddmm`` (``apply_edges`` with a builtin, ``fn.u_add_v`` and the like).
+
+    ``lhs`` / ``rhs``: ``(num rows of its target, *F)``; the one a copy operator does not
+    read may be ``None``.
+
+    Raises
+    ------
+    ValueError
+        An unknown operator or target, or a missing operand.
+    """
+    if op not in BINARY_OPS + COPY_OPS:
+        raise ValueError(f"op must be one of {BINARY_OPS + COPY_OPS}, got {op!r}")
+    if op == "copy_lhs" or op == "copy_rhs":
+        value, target = (lhs, lhs_target) if op == "copy_lhs" else (rhs, rhs_target)
+        if value is None:
+            raise ValueError(f"{op} needs its operand, got None")
+        return _on_edges(index, value, target)
+    if lhs is None or rhs is None:
+        raise ValueError(f"{op} needs both operands")
+    a, b = _aligned(_on_edges(index, lhs, lhs_target), _on_edges(index, rhs, rhs_target))
+    if op == "dot":
+        return (a * b).sum(-1, keepdim=True)
+    return {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}[op](a, b)
+
+
+def reduce_edges(index: EdgeIndex, messages: torch.Tensor, reducer: str) -> torch.Tensor:
+    """Per-edge ``messages`` ``(E, *F)`` reduced at the destinations, ``(num_dst, *F)``,
+    with DGL's rules (module text): 0 where no edge arrives, ``mean`` over the in-degree,
+    ``max``/``min`` from the first extreme edge, which alone gets the gradient.
+
+    Raises
+    ------
+    ValueError
+        An unknown reducer, or messages whose first dimension is not the edge count.
+    """
+    if reducer not in REDUCERS:
+        raise ValueError(f"reducer must be one of {REDUCERS}, got {reducer!r}")
+    if messages.shape[0] != index.num_edges:
+        raise ValueError(f"messages need one row per edge ({index.num_edges}), got "
+                         f"{messages.shape[0]}")
+    dst = index.dst.long()
+    shape = (index.num_dst,) + tuple(messages.shape[1:])
+    if reducer in ("sum", "mean"):
+        total = messages.new_zeros(shape).index_add(0, dst, messages)
+        if reducer == "sum":
+            return total
+        degrees = index.in_degrees().clamp(min=1).to(messages.dtype)
+        return total / degrees.reshape((-1,) + (1,) * (messages.dim() - 1))
+    return _extreme(dst, messages, shape, reducer)
+
+
+def _extreme(dst: torch.Tensor, messages: torch.Tensor, shape: tuple, reducer: str
+             ) -> torch.Tensor:
+    """``max``/``min`` as a gather of each element's winning edge (differentiable)."""
+    flat = messages.reshape(messages.shape[0], -1)
+    rows = dst.unsqueeze(1).expand_as(flat)
+    with torch.no_grad():
+        best = flat.new_zeros((shape[0], flat.shape[1])).scatter_reduce(
+            0, rows, flat, "amax" if reducer == "max" else "amin", include_self=False)
+        edge_ids = torch.arange(flat.shape[0], device=flat.device).unsqueeze(1)
+        none = flat.shape[0]                    # the padding row: no edge arrives
+        candidates = torch.where(flat == best.gather(0, rows), edge_ids.expand_as(flat),
+                                 torch.full_like(rows, none))
+        winner = torch.full((shape[0], flat.shape[1]), none, dtype=torch.int64,
+                            device=flat.device).scatter_reduce(0, rows, candidates, "amin")
+    padded = torch.cat([flat, flat.new_zeros((1, flat.shape[1]))])
+    return padded.gather(0, winner).reshape(shape)
+
+
+def spmm(index: EdgeIndex, op: str, reducer: str, lhs: torch.Tensor | None,
+         rhs: torch.Tensor | None) -> torch.Tensor:
+    """Messages ``op(lhs on the source, rhs on the edge)`` reduced at the destinations:
+    DGL's ``gspmm`` (``update_all`` with builtins: ``copy_u`` is ``copy_lhs``, ``copy_e``
+    is ``copy_rhs``, ``u_mul_e`` is ``mul``). Returns ``(num_dst, *F)``."""
+    return reduce_edges(index, sddmm(index, op, lhs, rhs, "u", "e"), reducer)
+
+
+def edge_softmax(index: EdgeIndex, logits: torch.Tensor) -> torch.Tensor:
+    """Softmax of per-edge ``logits`` ``(E, *F)`` over the in-edges of each destination:
+    DGL's ``edge_softmax`` with its defaults (all edges, ``norm_by="dst"``). The maximum
+    per destination is subtracted first (no gradient flows through it, and the result
+    does not depend on it), as in DGL.
+
+    Raises
+    ------
+    ValueError
+        Logits whose first dimension is not the edge count.
+    """
+    if logits.shape[0] != index.num_edges:
+        raise ValueError(f"logits need one row per edge ({index.num_edges}), got "
+                         f"{logits.shape[0]}")
+    dst = index.dst.long()
+    shape = (index.num_dst,) + tuple(logits.shape[1:])
+    rows = dst.reshape((-1,) + (1,) * (logits.dim() - 1)).expand_as(logits)
+    with torch.no_grad():
+        top = logits.new_zeros(shape).scatter_reduce(0, rows, logits, "amax",
+                                                     include_self=False)
+    scores = torch.exp(logits - top.index_select(0, dst))
+    totals = scores.new_zeros(shape).index_add(0, dst, scores)
+    return scores / totals.index_select(0, dst)
