@@ -9,8 +9,8 @@ and GCN) with ``engine.mode=sar``, with ``engine.mode=one-shot`` and with each
 ``engine.memory_budget``, in the users' environment. ``auto`` budgets come from a first
 two-epoch run's measurements (``summary.json``'s ``memory_plan.measured``): the smallest
 budget for every layer one-shot, then halfway between those of consecutive rungs of the
-ladder (every layer at the same rung), then 3% above the smallest budget of the most frugal plan (the measurements vary a little
-from run to run).
+ladder (every layer at the same rung), then 3% above the smallest budget of the most
+frugal plan (the measurements vary a little from run to run).
 
 Reported per run: the plan, its estimate, the peak resident memory of the largest worker
 from the start of training (``training_peak_rss_mib``), the median

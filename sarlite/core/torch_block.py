@@ -20,6 +20,7 @@ tensor([[1.5000]])
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
@@ -30,16 +31,36 @@ from .kernels import EdgeIndex, reduce_edges, sddmm
 _TARGETS = ("u", "v", "e")      # DGL's target codes 0, 1, 2
 
 
+class _EdgeRows(Mapping):
+    """Node fields seen per edge: a field's rows are gathered when the function reads it,
+    once."""
+
+    def __init__(self, frame: dict, ids: torch.Tensor):
+        self._frame, self._ids, self._read = frame, ids, {}
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        if name not in self._read:
+            self._read[name] = self._frame[name].index_select(0, self._ids)
+        return self._read[name]
+
+    def __iter__(self):
+        return iter(self._frame)
+
+    def __len__(self) -> int:
+        return len(self._frame)
+
+
 class EdgeBatch:
     """What a Python message or edge function receives, as DGL's ``EdgeBatch``: ``src``,
     ``dst`` and ``data`` map field names to one row per edge (of its source, of its
-    destination, of the edge), in edge-id order."""
+    destination, of the edge), in edge-id order. Node rows are gathered only for the
+    fields the function reads."""
 
     def __init__(self, block: "TorchBlock"):
         index = block.index
         self._index = index
-        self.src = {k: v.index_select(0, index.src.long()) for k, v in block.srcdata.items()}
-        self.dst = {k: v.index_select(0, index.dst.long()) for k, v in block.dstdata.items()}
+        self.src = _EdgeRows(block.srcdata, index.src.long())
+        self.dst = _EdgeRows(block.dstdata, index.dst.long())
         self.data = dict(block.edata)
 
     def edges(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
