@@ -145,6 +145,14 @@ def _this_rank(part_config: str, orig_nids: dict):
     return data, owned, inputs, probe
 
 
+def engine(name: str) -> dict:
+    """The construction keywords of an engine named ``"sar"``, ``"one-shot"``, ... on
+    DGL's kernels, or ``"sar-torch"``, ... on sarlite's torch kernels."""
+    if name.endswith("-torch"):
+        return {"mode": name[:-len("-torch")], "kernels": "torch"}
+    return {"mode": name, "kernels": "dgl"}
+
+
 def worker(rank: int, world_size: int, part_config: str, orig_nids: dict, modes) -> dict:
     """Every kind, mode and variant on this worker's partition. Parameter gradients are
     summed over the ranks; outputs and input gradients are this rank's owned rows, with
@@ -152,7 +160,7 @@ def worker(rank: int, world_size: int, part_config: str, orig_nids: dict, modes)
     data, owned, inputs, probe = _this_rank(part_config, orig_nids)
     results = {"owned": owned}
     for mode in modes:
-        g = sarlite.construct_full_graph(data, mode=mode)
+        g = sarlite.construct_full_graph(data, **engine(mode))
         for kind in KINDS:
             for variant in VARIANTS:
                 model = build(kind)
@@ -182,7 +190,7 @@ def mfg_worker(rank: int, world_size: int, part_config: str, orig_nids: dict,
     seeds = seeds_of(rank, owned)
     results = {"seeds": {t: owned[t][ids] for t, ids in seeds.items()}, "owned": owned}
     for mode in modes:
-        blocks = sarlite.construct_mfgs(data, seeds, 2, mode=mode)
+        blocks = sarlite.construct_mfgs(data, seeds, 2, **engine(mode))
         first, last = blocks[0].input_nodes, blocks[-1].output_nodes
         for kind in KINDS:
             model = build(kind)

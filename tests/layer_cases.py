@@ -370,9 +370,12 @@ def build(name: str, distributed: bool) -> nn.Module:
 
 
 # the engine configurations the matrix runs: a mode, or a mode with tiny chunks (two rows
-# of a remote shard fetched, used and freed per step)
-ENGINES = {"sar": {"mode": "sar"}, "sa": {"mode": "sa"}, "one-shot": {"mode": "one-shot"},
+# of a remote shard fetched, used and freed per step), each on DGL's kernels and, named
+# with "-torch", on sarlite's torch kernels (kernels="torch")
+_ON_DGL = {"sar": {"mode": "sar"}, "sa": {"mode": "sa"}, "one-shot": {"mode": "one-shot"},
            "sar-chunk2": {"mode": "sar", "max_rows_per_step": 2}}
+ENGINES = {**_ON_DGL, **{f"{name}-torch": {**engine, "kernels": "torch"}
+                         for name, engine in _ON_DGL.items()}}
 
 
 def refusal(case: str, engine: str, world_size: int) -> str | None:

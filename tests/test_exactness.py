@@ -2,7 +2,8 @@
 
 For N in {1, 2, 3, 4} one spawn of N gloo workers runs every layer of ``layer_cases`` in
 modes sar, sa and one-shot, and (N=3) in sar with chunks of two rows per step
-(``max_rows_per_step=2``), with the reference's initial parameters. Outputs, gradients of
+(``max_rows_per_step=2``), with the reference's initial parameters; all of it twice, on
+DGL's kernels and on sarlite's torch kernels (``kernels="torch"``). Outputs, gradients of
 every input (node features, edge weights, edge features) and every parameter gradient
 (after ``all_reduce_gradients``) are mapped back through the partition's id mapping and
 compared at rtol 1e-4 / atol 1e-5. The graph is directed and random, with isolated nodes
@@ -22,6 +23,7 @@ from layer_cases import (BFEAT, CASES, EF, FEAT, INPUTS, PROBE, TIE_CASES, VARIA
                          refusal, run_case)
 
 MODES = ("sar", "sa", "one-shot")
+KERNELS = {"dgl": "", "torch": "-torch"}       # the suffix of the engine's name
 # tiny chunks (max_rows_per_step=2) in the default mode, sar, on 3 workers (N=1 has no
 # remote shard; sa in chunks is checked in tests/test_rows_per_step.py)
 CHUNKED = ((3, "sar-chunk2"),)
@@ -78,13 +80,15 @@ def _run_all(reference, num_parts: int, modes, tmp_path_factory):
 
 @pytest.fixture(scope="module", params=WORLD_SIZES, ids=lambda n: f"N{n}")
 def distributed(request, reference, tmp_path_factory):
-    return _run_all(reference, request.param, MODES, tmp_path_factory)
+    engines = [mode + suffix for suffix in KERNELS.values() for mode in MODES]
+    return _run_all(reference, request.param, engines, tmp_path_factory)
 
 
 @pytest.fixture(scope="module", params=CHUNKED, ids=lambda p: f"N{p[0]}-{p[1]}")
 def chunked(request, reference, tmp_path_factory):
     num_parts, engine = request.param
-    return engine, _run_all(reference, num_parts, (engine,), tmp_path_factory)
+    return engine, _run_all(reference, num_parts, [engine + suffix for suffix in
+                                                   KERNELS.values()], tmp_path_factory)
 
 
 def _run_worker(rank, world_size, part_config, states, modes):
@@ -96,20 +100,23 @@ def _gathered(per_rank, key, field):
     return torch.cat([r[key][field] for r in per_rank])
 
 
+@pytest.mark.parametrize("kernels", list(KERNELS))
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", list(CASES))
 def test_layer_matches_single_process_dgl_or_is_refused(reference, distributed, case, mode,
-                                                        variant):
-    _check(reference, distributed, case, mode, variant)
+                                                        variant, kernels):
+    _check(reference, distributed, case, mode + KERNELS[kernels], variant)
 
 
+@pytest.mark.parametrize("kernels", list(KERNELS))
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("case", list(CASES))
 def test_layer_in_tiny_chunks_matches_single_process_dgl_or_is_refused(reference, chunked,
-                                                                       case, variant):
+                                                                       case, variant,
+                                                                       kernels):
     engine, run = chunked
-    _check(reference, run, case, engine, variant)
+    _check(reference, run, case, engine + KERNELS[kernels], variant)
 
 
 def _check(reference, run, case, mode, variant):

@@ -1,8 +1,8 @@
 """HeteroGraphConv on sarlite's heterogeneous graph equals single-process DGL exactly.
 
 For GraphConv, SAGEConv, GATConv and an R-GCN layer (a weight per relation) as
-``HeteroGraphConv`` modules, two layers deep, in modes sar, sa and one-shot, on 1 to 4
-workers: outputs of every node type, input gradients of every type (with
+``HeteroGraphConv`` modules, two layers deep, in modes sar, sa and one-shot, each on
+DGL's kernels and on sarlite's torch kernels, on 1 to 4 workers: outputs of every node type, input gradients of every type (with
 ``backward()`` and with ``torch.autograd.grad``; none with frozen inputs) and every
 parameter gradient. The graph has a node type without in-edges and a relation that some
 partitions get no edge of (see ``hetero_cases``).
@@ -16,6 +16,8 @@ from hetero_cases import (KINDS, VARIANTS, hetero_graph, mfg_reference, mfg_work
                           reference, worker)
 
 MODES = ("sar", "sa", "one-shot")
+KERNELS = {"dgl": "", "torch": "-torch"}       # the suffix of the engine's name
+ENGINES = [mode + suffix for suffix in KERNELS.values() for mode in MODES]
 TOLERANCE = 1e-4
 
 
@@ -30,7 +32,7 @@ def distributed(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(f"hetero{num_parts}")
     orig_nids, _ = sarlite.partition_graph(hetero_graph(), "h", num_parts, out,
                                            return_mapping=True)
-    return spawn(worker, num_parts, str(out / "h.json"), orig_nids, MODES, timeout=300)
+    return spawn(worker, num_parts, str(out / "h.json"), orig_nids, ENGINES, timeout=300)
 
 
 def _close(ours: torch.Tensor, theirs: torch.Tensor) -> bool:
@@ -54,12 +56,13 @@ def _rows_match(per_rank: list, key, field: str, reference: dict) -> list[str]:
     return sorted(set(bad + extra))
 
 
+@pytest.mark.parametrize("kernels", list(KERNELS))
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("mode", MODES)
 def test_hetero_layer_matches_single_process_dgl(expected, distributed, mode, kind,
-                                                 variant):
-    key, ref = (mode, kind, variant), expected[(kind, variant)]
+                                                 variant, kernels):
+    key, ref = (mode + KERNELS[kernels], kind, variant), expected[(kind, variant)]
     assert _rows_match(distributed, key, "out", ref) == []
     assert _rows_match(distributed, key, "inputs", ref) == []
     if variant == "frozen":
@@ -149,7 +152,7 @@ def mfgs(tmp_path_factory):
     """Every rank's MFG results on 4 workers, and the reference for their seeds."""
     out = tmp_path_factory.mktemp("hetero_mfgs")
     orig_nids, _ = sarlite.partition_graph(hetero_graph(), "h", 4, out, return_mapping=True)
-    per_rank = spawn(mfg_worker, 4, str(out / "h.json"), orig_nids, MODES, timeout=300)
+    per_rank = spawn(mfg_worker, 4, str(out / "h.json"), orig_nids, ENGINES, timeout=300)
     seeds = {}
     for result in per_rank:
         for t, ids in result["seeds"].items():
@@ -157,11 +160,14 @@ def mfgs(tmp_path_factory):
     return per_rank, mfg_reference(seeds)
 
 
+@pytest.mark.parametrize("kernels", list(KERNELS))
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("mode", MODES)
-def test_hetero_mfgs_give_the_full_graph_outputs_at_seeds_of_any_types(mfgs, mode, kind):
+def test_hetero_mfgs_give_the_full_graph_outputs_at_seeds_of_any_types(mfgs, mode, kind,
+                                                                      kernels):
     per_rank, reference = mfgs
     ref = reference[kind]
+    mode = mode + KERNELS[kernels]
     for result in per_rank:
         got = result[(mode, kind)]
         assert all(len(v) == 0 for t, v in got["out"].items() if t not in result["seeds"])

@@ -6,7 +6,6 @@ The whole layer matrix also runs in tiny chunks in sar mode (tests/test_exactnes
 tests pin sa mode in chunks, the bound itself, its combination with the other options, and
 the chunks' structure.
 """
-import dgl
 import dgl.nn as dglnn
 import pytest
 import torch
@@ -15,6 +14,7 @@ import sarlite
 from conftest import random_graph
 import gat_case
 from harness import spawn
+from sarlite.core.kernels import EdgeIndex
 from sarlite.core.shards import GraphShard
 
 TOL = {"rtol": 1e-4, "atol": 1e-5}
@@ -70,20 +70,20 @@ def _shard(num_rows=7, num_dst=5, num_edges=30, seed=0) -> GraphShard:
     gen = torch.Generator().manual_seed(seed)
     src = torch.randint(0, num_rows, (num_edges,), generator=gen)
     dst = torch.randint(0, num_dst, (num_edges,), generator=gen)
-    block = dgl.create_block((src, dst), num_src_nodes=num_rows, num_dst_nodes=num_dst)
-    return GraphShard(1, torch.arange(num_rows) * 3, block, (10, 10 + num_edges))
+    return GraphShard(1, torch.arange(num_rows) * 3, EdgeIndex(src, dst, num_rows, num_dst),
+                      (10, 10 + num_edges))
 
 
 def test_chunks_split_a_shard_by_source_row_keep_its_edge_order_and_reach_only_their_destinations():
     shard = _shard()
-    src, dst = shard.block.edges()
+    src, dst = shard.index.src, shard.index.dst
     chunks = shard.chunks(3, 4)              # rows 0-2, 3-5, 6, none
-    assert [c.block.num_src_nodes() for c in chunks] == [3, 3, 1, 0]
+    assert [c.index.num_src for c in chunks] == [3, 3, 1, 0]
     assert torch.equal(torch.cat([c.edge_index for c in chunks]).sort().values,
                        torch.arange(shard.num_edges))
     for c, chunk in enumerate(chunks):
         assert torch.equal(chunk.edge_index, chunk.edge_index.sort().values)
-        c_src, c_dst = chunk.block.edges()
+        c_src, c_dst = chunk.index.src, chunk.index.dst
         assert torch.equal(c_src + 3 * c, src[chunk.edge_index])
         assert torch.equal(chunk.dst_index[c_dst], dst[chunk.edge_index])
         assert torch.equal(chunk.dst_index, dst[chunk.edge_index].unique())  # reached only

@@ -91,7 +91,7 @@ def test_apply_edges_with_builtins_equals_a_dgl_block(message):
 def test_python_message_and_edge_functions_read_an_edge_batch():
     def gate(edges):
         src, dst, eid = edges.edges()
-        assert edges.batch_size() == eid.numel() == src.numel() == dst.numel()
+        assert edges.batch_size() == len(edges) == eid.numel() == src.numel() == dst.numel()
         return {"m": edges.src["a"] * torch.sigmoid(edges.dst["b"]) + edges.data["w"]}
     dgl_block, torch_block = _pair(seed=3)
     _check(dgl_block, torch_block, lambda g: g.update_all(gate, fn.max("m", "out")),
@@ -118,11 +118,27 @@ def test_degrees_and_counts_equal_a_dgl_block():
                                          dgl_block.num_dst_nodes(), dgl_block.num_edges())
 
 
-def test_python_reducers_and_missing_fields_are_refused_with_their_names():
+def test_python_reducers_see_each_nodes_messages_in_edge_id_order():
+    def first_minus_last(nodes):          # order-dependent, as SAGEConv's lstm is
+        box = nodes.mailbox["m"]
+        return {"out": box[:, 0] * 2 - box[:, -1] + nodes.data["b"]}
+    dgl_block, torch_block = _pair(seed=5)
+    _check(dgl_block, torch_block,
+           lambda g: g.update_all(fn.u_mul_e("a", "w", "m"), first_minus_last),
+           "out", "dstdata")
+
+
+def test_apply_node_func_runs_on_every_destination_after_the_reduce():
+    dgl_block, torch_block = _pair(seed=6)
+    _check(dgl_block, torch_block,
+           lambda g: g.update_all(fn.copy_u("a", "m"), fn.sum("m", "s"),
+                                  lambda nodes: {"out": nodes.data["s"] * nodes.data["b"]}),
+           "out", "dstdata")
+
+
+def test_missing_fields_are_refused_with_their_names():
     _, block = _pair()
     block.srcdata["h"] = torch.ones(block.num_src_nodes(), 1)
-    with pytest.raises(NotImplementedError, match="builtin reducers"):
-        block.update_all(fn.copy_u("h", "m"), lambda nodes: {"h": nodes.mailbox["m"].sum(1)})
     with pytest.raises(KeyError, match="no source field 'x'"):
         block.update_all(fn.copy_u("x", "m"), fn.sum("m", "h"))
     with pytest.raises(KeyError, match="reads message 'q'"):

@@ -68,6 +68,12 @@ def test_synthetic_losses_match_single_process_dgl_per_epoch(tmp_path, model):
     _assert_loss_parity(_config(tmp_path, model={"type": model}), tmp_path / "run")
 
 
+def test_torch_kernels_from_yaml_keep_dgls_losses(tmp_path):
+    cfg = _config(tmp_path, model={"type": "gat"}, engine={"kernels": "torch"},
+                  train={"epochs": 3})
+    _assert_loss_parity(cfg, tmp_path / "run")
+
+
 def test_a_memory_budget_run_keeps_dgls_losses_stays_under_it_and_records_its_plan(tmp_path):
     cfg = _config(tmp_path, engine={"memory_budget": "4GiB"}, train={"epochs": 3})
     _assert_loss_parity(cfg, tmp_path / "run")

@@ -280,7 +280,7 @@ def measure(manager: GraphShardManager, layers: Sequence[torch.nn.Module],
         optimizer=OPTIMIZER_STATES * params,
         row_bytes=tuple(-(-widen * r // halo) if halo else 0 for r in per_layer),
         owned=manager.num_src_nodes(), halo=halo,
-        remote_edges=sum(shard.block.num_edges() for shard in remote),
+        remote_edges=sum(shard.num_edges for shard in remote),
         largest_shard=max([shard.rows.numel() for shard in remote], default=0),
         edges=manager.num_edges(), depth=options.pipeline_depth)
 

@@ -15,12 +15,12 @@ from .shards import assemble_shards, build_shards, global_out_degrees, request_r
 
 def _settings(data: PartitionData, mode: str, pipeline_depth: int,
               max_collective_rows: int | None, options: OptionsSource | None,
-              halo_dtype=None, max_rows_per_step: int | None = None
-              ) -> tuple[str, OptionsSource]:
+              halo_dtype=None, max_rows_per_step: int | None = None,
+              kernels: str | None = None) -> tuple[str, OptionsSource]:
     """The mode that decides the graph's class, and the checked options source."""
     if options is None:
         options = EngineOptions(mode, pipeline_depth, max_collective_rows, halo_dtype,
-                                max_rows_per_step)
+                                max_rows_per_step, kernels)
     mode = current(options).mode
     if world_size() != data.num_parts:
         raise ValueError(f"world size {world_size()} does not match the {data.num_parts} "
@@ -83,12 +83,13 @@ def construct_hetero_graph(data: HeteroPartitionData, mode: str = "sar",
                            pipeline_depth: int = 1, device=None, *,
                            max_collective_rows: int | None = None, halo_dtype=None,
                            max_rows_per_step: int | None = None,
+                           kernels: str | None = None,
                            options: OptionsSource | None = None) -> HeteroGraphShardManager:
     """The full heterogeneous graph of this worker (:func:`construct_full_graph` calls it
     for a :class:`~sarlite.partition.HeteroPartitionData`; same arguments). Collective:
     every rank builds every relation, in the same order."""
     mode, options = _settings(data, mode, pipeline_depth, max_collective_rows, options,
-                              halo_dtype, max_rows_per_step)
+                              halo_dtype, max_rows_per_step, kernels)
     device = torch.device(device) if device is not None else torch.device("cpu")
     relations = {c: _relation_graph(data, c, mode, options, device)
                  for c in data.canonical_etypes}
@@ -101,7 +102,7 @@ def construct_hetero_graph(data: HeteroPartitionData, mode: str = "sar",
 def construct_full_graph(data: PartitionData, mode: str = "sar", pipeline_depth: int = 1,
                          device=None, *, max_collective_rows: int | None = None,
                          halo_dtype=None, max_rows_per_step: int | None = None,
-                         options: OptionsSource | None = None):
+                         kernels: str | None = None, options: OptionsSource | None = None):
     """The full graph of this worker: a :class:`GraphShardManager`.
 
     ``mode`` is ``"sar"`` (sequential aggregation, rematerialized backward), ``"sa"``
@@ -118,7 +119,11 @@ def construct_full_graph(data: PartitionData, mode: str = "sar", pipeline_depth:
     ``max_rows_per_step`` (keyword-only): fetch, use and free a remote shard's rows in
     chunks of at most this many rows, so a step's transient memory follows the chunk,
     not the partition cut; results stay exact (``None``: a whole shard per ring round).
-    ``options`` (keyword-only): instead of those five, an
+    ``kernels`` (keyword-only): ``"dgl"`` (DGL's message-passing kernels), ``"torch"``
+    (sarlite's, in torch operations: the ones that run on CUDA with the DGL that pip
+    installs) or ``None``/``"auto"`` (DGL's on the CPU, torch's on other devices); both
+    are exact.
+    ``options`` (keyword-only): instead of those six, an
     :class:`~sarlite.core.options.EngineOptions` or a zero-argument
     callable returning one, asked at every ``update_all``/``apply_edges`` (its mode at
     construction picks the class: a one-shot graph stays one). ``edata``
@@ -141,9 +146,10 @@ def construct_full_graph(data: PartitionData, mode: str = "sar", pipeline_depth:
         return construct_hetero_graph(data, mode, pipeline_depth, device,
                                       max_collective_rows=max_collective_rows,
                                       halo_dtype=halo_dtype,
-                                      max_rows_per_step=max_rows_per_step, options=options)
+                                      max_rows_per_step=max_rows_per_step, kernels=kernels,
+                                      options=options)
     mode, options = _settings(data, mode, pipeline_depth, max_collective_rows, options,
-                              halo_dtype, max_rows_per_step)
+                              halo_dtype, max_rows_per_step, kernels)
     device = torch.device(device) if device is not None else torch.device("cpu")
     lo, hi = data.owned_range
     shards, plan = build_shards([(e.src, e.dst - lo) for e in data.shards],
@@ -170,6 +176,7 @@ def construct_mfgs(data: PartitionData, seed_nodes, num_layers: int,
                    mode: str = "sar", pipeline_depth: int = 1, device=None, *,
                    max_collective_rows: int | None = None, halo_dtype=None,
                    max_rows_per_step: int | None = None,
+                   kernels: str | None = None,
                    options: OptionsSource | None = None) -> list:
     """Message-flow graphs that compute ``num_layers`` layers for ``seed_nodes`` only.
 
@@ -189,7 +196,7 @@ def construct_mfgs(data: PartitionData, seed_nodes, num_layers: int,
     num_layers:
         Number of blocks to build.
     mode, pipeline_depth, device, max_collective_rows, halo_dtype, max_rows_per_step, \
-    options:
+    kernels, options:
         As :func:`construct_full_graph`.
 
     On a :class:`~sarlite.partition.HeteroPartitionData`, ``seed_nodes`` is
@@ -203,9 +210,10 @@ def construct_mfgs(data: PartitionData, seed_nodes, num_layers: int,
         return construct_hetero_mfgs(data, seed_nodes, num_layers, mode, pipeline_depth,
                                      device, max_collective_rows=max_collective_rows,
                                      halo_dtype=halo_dtype,
-                                     max_rows_per_step=max_rows_per_step, options=options)
+                                     max_rows_per_step=max_rows_per_step, kernels=kernels,
+                                     options=options)
     mode, options = _settings(data, mode, pipeline_depth, max_collective_rows, options,
-                              halo_dtype, max_rows_per_step)
+                              halo_dtype, max_rows_per_step, kernels)
     if not isinstance(num_layers, int) or num_layers < 1:
         raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
     lo, hi = data.owned_range
@@ -269,6 +277,7 @@ def construct_hetero_mfgs(data: HeteroPartitionData, seed_nodes: dict, num_layer
                           mode: str = "sar", pipeline_depth: int = 1, device=None, *,
                           max_collective_rows: int | None = None, halo_dtype=None,
                           max_rows_per_step: int | None = None,
+                          kernels: str | None = None,
                           options: OptionsSource | None = None) -> list:
     """Message-flow graphs of a heterogeneous graph (:func:`construct_mfgs` calls it).
 
@@ -281,7 +290,7 @@ def construct_hetero_mfgs(data: HeteroPartitionData, seed_nodes: dict, num_layer
     also with no seeds.
     """
     mode, options = _settings(data, mode, pipeline_depth, max_collective_rows, options,
-                              halo_dtype, max_rows_per_step)
+                              halo_dtype, max_rows_per_step, kernels)
     if not isinstance(num_layers, int) or num_layers < 1:
         raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
     device = torch.device(device) if device is not None else torch.device("cpu")

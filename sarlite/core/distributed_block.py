@@ -1,4 +1,4 @@
-"""DistributedBlock: all owned in-edges in one DGL block (one-shot mode).
+"""DistributedBlock: all owned in-edges in one block (one-shot mode).
 
 The block's source nodes are the owned nodes followed by every remote (halo) row, grouped
 by owner; its destination nodes are the owned nodes. Before message passing each source
@@ -11,11 +11,12 @@ as DGL's mailbox on the unpartitioned graph does, so order-dependent reducers (S
 """
 from __future__ import annotations
 
-import dgl
 import torch
 
 from ..comm import all_to_all_rows, rank
+from .blocks import BlockCache, resolve
 from .graph_view import ShardedGraphBase
+from .kernels import EdgeIndex
 from .message import check_all_edges, check_layer, is_udf, message_inputs
 from .options import EngineOptions, OptionsSource, current
 
@@ -55,7 +56,7 @@ def _written(before: dict, after) -> list[str]:
 
 
 class DistributedBlock(ShardedGraphBase):
-    """All owned in-edges as one DGL block, with one-shot halo exchange.
+    """All owned in-edges as one block, with one-shot halo exchange.
 
     Looks like :class:`GraphShardManager` to ``dgl.nn`` layers (nodes = owned nodes,
     edges = owned edges in shard order) but accepts any reducer. Get it from
@@ -65,21 +66,25 @@ class DistributedBlock(ShardedGraphBase):
     **Collectives.** ``update_all``/``apply_edges`` exchange halo rows when the function
     reads source fields; every rank must call them in the same order.
 
-    Of its :class:`~sarlite.core.options.EngineOptions` only ``max_collective_rows``
-    applies (each halo exchange then moves in calls of at most that many rows per pair).
+    Of its :class:`~sarlite.core.options.EngineOptions` ``max_collective_rows`` (each halo
+    exchange then moves in calls of at most that many rows per pair), ``halo_dtype`` and
+    ``kernels`` apply. ``index`` holds the block's edges
+    (:class:`~sarlite.core.kernels.EdgeIndex`): sources are the owned nodes, then the halo
+    rows.
     """
 
     mode = "one-shot"
 
-    def __init__(self, block: dgl.DGLGraph, plan, halo: list[int], num_src: int,
+    def __init__(self, index: EdgeIndex, plan, halo: list[int], num_src: int,
                  in_degrees, out_degrees, edata, is_block: bool = False,
                  global_counts=None, edge_ids: torch.Tensor | None = None,
                  input_nodes=None, output_nodes=None, *,
                  options: OptionsSource | None = None,
                  relation: tuple[str, str, str] | None = None):
-        super().__init__(num_src, block.num_dst_nodes(), in_degrees, out_degrees,
-                         block.edges()[1], edata, is_block, global_counts, relation)
-        self.block = block
+        super().__init__(num_src, index.num_dst, in_degrees, out_degrees,
+                         index.dst, edata, is_block, global_counts, relation)
+        self.index = index
+        self._blocks = BlockCache(index)
         self.plan = plan
         self.halo = halo
         self._edge_ids = edge_ids
@@ -106,14 +111,13 @@ class DistributedBlock(ShardedGraphBase):
         offsets = torch.tensor([0] + halo[:-1]).cumsum(0).tolist()
         src, dst = [], []
         for shard, offset in zip(shards, offsets):
-            compact, local_dst = shard.block.edges()
+            compact, local_dst = shard.index.src, shard.index.dst
             # the local shard already indexes this rank's source tensor
             src.append(compact if shard.src_part == me else num_src + offset + compact)
             dst.append(local_dst)
-        block = dgl.create_block((torch.cat(src), torch.cat(dst)),
-                                 num_src_nodes=num_src + sum(halo), num_dst_nodes=num_dst,
-                                 device=in_degrees.device)
-        return cls(block, plan, halo, num_src, in_degrees, out_degrees, edata, is_block,
+        index = EdgeIndex(torch.cat(src).to(in_degrees.device),
+                          torch.cat(dst).to(in_degrees.device), num_src + sum(halo), num_dst)
+        return cls(index, plan, halo, num_src, in_degrees, out_degrees, edata, is_block,
                    global_counts, edge_ids, input_nodes, output_nodes, options=options,
                    relation=relation)
 
@@ -171,15 +175,20 @@ class DistributedBlock(ShardedGraphBase):
         row is added into its owner's row, differentiably. Collective."""
         return HaloReturn.apply(rows, self)
 
-    def reversed_block(self) -> dgl.DGLGraph:
-        """The block with every edge reversed (owned nodes to owned-then-halo rows), built
-        once."""
+    def kernels(self) -> str:
+        """The kernels the next call runs on (``"dgl"`` or ``"torch"``)."""
+        return resolve(self.engine_options().kernels, self.device)
+
+    def block(self):
+        """The block that runs the next call (see :meth:`kernels`), built once per kind."""
+        return self._blocks.get(self.kernels())
+
+    def reversed_block(self):
+        """The block with every edge reversed (owned nodes to owned-then-halo rows), on
+        the kernels of :meth:`kernels`, built once."""
         if self._reversed is None:
-            src, dst = self.block.edges()
-            self._reversed = dgl.create_block(
-                (dst, src), num_src_nodes=self.block.num_dst_nodes(),
-                num_dst_nodes=self.block.num_src_nodes(), device=self.device)
-        return self._reversed
+            self._reversed = BlockCache(self.index.reversed())
+        return self._reversed.get(self.kernels())
 
     def reverse(self):
         """The reversed graph (see :mod:`sarlite.core.reverse`), as ``dgl.reverse`` gives."""
@@ -190,7 +199,8 @@ class DistributedBlock(ShardedGraphBase):
         return ReversedGraph(self)
 
     def _to(self, device) -> None:
-        self.block = self.block.to(device)
+        self.index = self.index.to(device)
+        self._blocks = BlockCache(self.index)
         self.plan = self.plan.to(device)
         self._ordered = self._reversed = None
         if self.input_nodes is not None:
@@ -198,21 +208,18 @@ class DistributedBlock(ShardedGraphBase):
             self.output_nodes = self.output_nodes.to(device)
 
     # -- message passing ---------------------------------------------------------------
-    def _edge_order(self) -> tuple[dgl.DGLGraph, torch.Tensor]:
-        """The block with its edges in global edge-id order, and that permutation."""
+    def _edge_order(self) -> tuple[object, torch.Tensor]:
+        """The block with its edges in global edge-id order (on the kernels of
+        :meth:`kernels`), and that permutation."""
         if self._ordered is None:
             if self._edge_ids is None:
                 raise NotImplementedError("a Python reducer needs the global edge ids: "
                                           "build the graph with sarlite.construct_full_graph "
                                           "or sarlite.construct_mfgs")
             perm = torch.argsort(self._edge_ids.to(self.device))
-            src, dst = self.block.edges()
-            block = dgl.create_block((src[perm], dst[perm]),
-                                     num_src_nodes=self.block.num_src_nodes(),
-                                     num_dst_nodes=self.block.num_dst_nodes(),
-                                     device=self.device)
-            self._ordered = (block, perm)
-        return self._ordered
+            self._ordered = (BlockCache(self.index.select(perm)), perm)
+        blocks, perm = self._ordered
+        return blocks.get(self.kernels()), perm
 
     def _prepare(self, func, scope, perm=None):
         src, dst, edge = message_inputs(func, self.srcdata.keys(), self.dstdata.keys(),
@@ -230,7 +237,7 @@ class DistributedBlock(ShardedGraphBase):
         """
         for func in (message_func, reduce_func):
             check_layer(func, len(self.halo))
-        block, perm = self._edge_order() if is_udf(reduce_func) else (self.block, None)
+        block, perm = self._edge_order() if is_udf(reduce_func) else (self.block(), None)
         with block.local_scope():
             self._prepare(message_func, block, perm)
             before = dict(block.dstdata)
@@ -242,9 +249,10 @@ class DistributedBlock(ShardedGraphBase):
         """Per-edge values on all owned edges in one step; results land in ``edata``."""
         check_all_edges(edges)
         check_layer(func, len(self.halo))
-        with self.block.local_scope():
-            self._prepare(func, self.block)
-            before = dict(self.block.edata)
-            self.block.apply_edges(func)
-            for name in _written(before, self.block.edata):
-                self.edata[name] = self.block.edata[name]
+        block = self.block()
+        with block.local_scope():
+            self._prepare(func, block)
+            before = dict(block.edata)
+            block.apply_edges(func)
+            for name in _written(before, block.edata):
+                self.edata[name] = block.edata[name]

@@ -21,6 +21,9 @@ import torch
 from dgl.ops import edge_softmax as dgl_edge_softmax
 
 from ..partition.book import DEFAULT_ETYPE
+from .blocks import BlockCache, resolve
+from .kernels import EdgeIndex
+from .kernels import edge_softmax as kernel_edge_softmax
 
 
 @contextmanager
@@ -258,12 +261,15 @@ class ShardedGraphBase:
 
     # -- attention ---------------------------------------------------------------------
     def edge_softmax(self, logits: torch.Tensor) -> torch.Tensor:
-        """Softmax of per-edge ``logits`` ``(num_edges, ...)`` over each node's in-edges.
+        """Softmax of per-edge ``logits`` ``(num_edges, ...)`` over each node's in-edges,
+        on the kernels of :meth:`engine_options`.
 
         Needs no communication: every in-edge of an owned node is owned.
         """
-        if self._softmax_graph is None:
-            self._softmax_graph = dgl.graph((self._edge_dst, self._edge_dst),
-                                            num_nodes=self.num_dst_nodes(),
-                                            device=self._edge_dst.device)
-        return dgl_edge_softmax(self._softmax_graph, logits)
+        if self._softmax_graph is None:      # edges from their destination to it
+            self._softmax_graph = BlockCache(EdgeIndex(
+                self._edge_dst, self._edge_dst, self.num_dst_nodes(), self.num_dst_nodes()))
+        kernels = resolve(self.engine_options().kernels, self.device)
+        if kernels == "torch":
+            return kernel_edge_softmax(self._softmax_graph.index, logits)
+        return dgl_edge_softmax(self._softmax_graph.get("dgl"), logits)

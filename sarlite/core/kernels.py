@@ -81,6 +81,19 @@ class EdgeIndex:
         """``(num_src,)`` int64: the out-edges of each source."""
         return torch.bincount(self.src.long(), minlength=self.num_src)
 
+    def to(self, device) -> "EdgeIndex":
+        """The same edges with their ids on ``device``."""
+        return EdgeIndex(self.src.to(device), self.dst.to(device), self.num_src,
+                         self.num_dst)
+
+    def reversed(self) -> "EdgeIndex":
+        """Every edge turned around (destinations as sources); edge ids are kept."""
+        return EdgeIndex(self.dst, self.src, self.num_dst, self.num_src)
+
+    def select(self, edge_ids: torch.Tensor) -> "EdgeIndex":
+        """The edges ``edge_ids``, in that order, over the same nodes."""
+        return EdgeIndex(self.src[edge_ids], self.dst[edge_ids], self.num_src, self.num_dst)
+
 
 def _on_edges(index: EdgeIndex, value: torch.Tensor, target: str) -> torch.Tensor:
     """``value``'s row for every edge: of its source, destination or the edge itself."""

@@ -5,6 +5,7 @@ import dgl
 import torch
 
 from ..comm import agree_row_shapes
+from .blocks import resolve
 from .options import EngineOptions, OptionsSource, current
 from .graph_view import ShardedGraphBase
 from .message import (check_all_edges, check_layer, declared_parameters, is_udf,
@@ -47,7 +48,7 @@ class GraphShardManager(ShardedGraphBase):
                  max_collective_rows: int | None = None,
                  options: OptionsSource | None = None,
                  relation: tuple[str, str, str] | None = None):
-        edge_dst = torch.cat([s.block.edges()[1] for s in shards]) if shards else \
+        edge_dst = torch.cat([s.index.dst for s in shards]) if shards else \
             torch.zeros(0, dtype=torch.int64)
         super().__init__(num_src, num_dst, in_degrees, out_degrees, edge_dst, edata,
                          is_block, global_counts, relation)
@@ -109,7 +110,7 @@ class GraphShardManager(ShardedGraphBase):
                                "get_full_partition_graph(); use the DistributedBlock")
         return ShardSet(tuple(self.shards), self.plan, options.pipeline_depth,
                         self.in_degrees(), options.max_collective_rows, options.halo_dtype,
-                        options.max_rows_per_step)
+                        options.max_rows_per_step, resolve(options.kernels, self.device))
 
     def _run(self, func, reducer=None, msg_field=None, out_field=None) -> dict:
         check_layer(func, self.plan.size)
@@ -187,7 +188,7 @@ class GraphShardManager(ShardedGraphBase):
             me = self.plan.me
             src, dst = [], []
             for shard in self.shards:
-                block_src, block_dst = shard.block.edges()
+                block_src, block_dst = shard.index.src, shard.index.dst
                 rows = block_src if shard.src_part == me else shard.rows[block_src]
                 src.append(rows + self._node_ranges[shard.src_part, 0])
                 dst.append(block_dst + self._node_ranges[me, 0])

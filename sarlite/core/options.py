@@ -1,5 +1,5 @@
-"""The engine's per-call options (mode, pipeline depth, rows per collective, halo dtype)
-and their checks.
+"""The engine's per-call options (mode, pipeline depth, rows per collective, halo dtype,
+rows per step, kernels) and their checks.
 
 A graph holds its options as an immutable :class:`EngineOptions`, or as a zero-argument
 callable returning one: the graph then asks for its options at every ``update_all`` /
@@ -14,6 +14,7 @@ from typing import Callable, Union
 import torch
 
 MODES = ("sar", "sa", "one-shot")
+KERNELS = ("auto", "dgl", "torch")
 HALO_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16,
                "float16": torch.float16}
 
@@ -57,6 +58,15 @@ def check_halo_dtype(dtype) -> torch.dtype | None:
     return dtype
 
 
+def check_kernels(kernels: str | None) -> str | None:
+    """``kernels`` among :data:`KERNELS`; ``None`` for ``"auto"`` or ``None``."""
+    if kernels is None or kernels == "auto":
+        return None
+    if kernels not in KERNELS:
+        raise ValueError(f"kernels must be one of {KERNELS}, got {kernels!r}")
+    return kernels
+
+
 @dataclass(frozen=True)
 class EngineOptions:
     """How a sharded graph runs its message passing.
@@ -77,6 +87,10 @@ class EngineOptions:
     at most this many rows (forward, rematerialized backward and the gradients sent
     back), so the transient memory of a step follows the chunk, not the cut; results stay
     exact (``None``: a whole shard per ring round). SAR calls it ``max_collective_size``.
+    ``kernels``: ``"dgl"`` runs each shard's message passing on DGL's kernels, ``"torch"``
+    on sarlite's own (:mod:`sarlite.core.kernels`: torch operations, on any device; the
+    DGL that pip installs has no CUDA kernels); ``None`` or ``"auto"``: DGL's on the CPU,
+    torch's on any other device. Both give the same results as DGL on one graph.
     """
 
     mode: str = "sar"
@@ -84,6 +98,7 @@ class EngineOptions:
     max_collective_rows: int | None = None
     halo_dtype: torch.dtype | None = None
     max_rows_per_step: int | None = None
+    kernels: str | None = None
 
     def __post_init__(self):
         check_mode(self.mode)
@@ -91,6 +106,7 @@ class EngineOptions:
         check_max_rows(self.max_collective_rows)
         check_step_rows(self.max_rows_per_step)
         object.__setattr__(self, "halo_dtype", check_halo_dtype(self.halo_dtype))
+        object.__setattr__(self, "kernels", check_kernels(self.kernels))
 
 
 OptionsSource = Union[EngineOptions, Callable[[], EngineOptions]]

@@ -34,6 +34,7 @@ import torch
 from dgl.ops import copy_u_sum
 
 from .capture import Captures
+from .kernels import spmm
 from .message import is_copy_src
 from .shards import GraphShard, RingPlan, Step
 
@@ -49,7 +50,8 @@ class ShardSet:
     ``max_rows`` bounds the rows per collective call (``None``: one call per step);
     ``wire``: the dtype floating-point rows travel in (``None``: their own);
     ``step_rows`` bounds the rows of a remote shard fetched, used and freed at once
-    (``None``: a whole shard per ring round).
+    (``None``: a whole shard per ring round); ``kernels``: ``"dgl"`` or ``"torch"``, the
+    blocks each step runs on (see :mod:`sarlite.core.blocks`).
     """
 
     shards: tuple[GraphShard, ...]
@@ -59,6 +61,7 @@ class ShardSet:
     max_rows: int | None = None
     wire: torch.dtype | None = None
     step_rows: int | None = None
+    kernels: str = "dgl"
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -137,8 +140,10 @@ def run_sequential(graph: ShardSet, message: Message, values: list[torch.Tensor]
 
 
 # -- per-shard computation --------------------------------------------------------------
-def _shard_compute(message: Message, shard: GraphShard, fetched, dst_vals, edge_vals):
-    """Run the function on one shard; returns the aggregate or ``{name: edge values}``."""
+def _shard_compute(message: Message, shard: GraphShard, kernels: str, fetched, dst_vals,
+                   edge_vals):
+    """Run the function on one shard's block for ``kernels``; returns the aggregate or
+    ``{name: edge values}``."""
     def run(block):
         with block.local_scope():
             block.srcdata.update(dict(zip(message.src, fetched)))
@@ -152,7 +157,7 @@ def _shard_compute(message: Message, shard: GraphShard, fetched, dst_vals, edge_
             reduce = getattr(fn, "sum" if message.reducer == "mean" else message.reducer)
             block.update_all(message.func, reduce(message.msg_field, message.out_field))
             return block.dstdata[message.out_field]
-    return shard.run(run)
+    return shard.run(run, kernels)
 
 
 def _edge_slices(edge_vals, piece: GraphShard):
@@ -215,7 +220,7 @@ def _leaves_like(copies, sources):
 
 def _rng_state(shard: GraphShard):
     """The random state a Python function sees on ``shard`` (CPU, and the shard's GPU)."""
-    device = shard.block.device
+    device = shard.device
     cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
     return torch.get_rng_state(), cuda
 
@@ -227,7 +232,7 @@ def _replayed_rng(states: tuple, j: int, shard: GraphShard):
     if not states:
         yield
         return
-    device = shard.block.device
+    device = shard.device
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         cpu, cuda = states[j]
         torch.set_rng_state(cpu)
@@ -346,7 +351,8 @@ def _forward(graph: ShardSet, message: Message, values, declared, keep_graph: bo
             rng_states[step.index] = _rng_state(piece)
         with torch.set_grad_enabled(keep_graph or capture is not None):
             with _capture_scope(capture, fetched + piece_dst + piece_edges):
-                value = _shard_compute(message, piece, fetched, piece_dst, piece_edges)
+                value = _shard_compute(message, piece, graph.kernels, fetched, piece_dst,
+                                       piece_edges)
             if capture is not None:
                 capture.add_reached(_tensors(value))
         with torch.set_grad_enabled(keep_graph):
@@ -497,8 +503,7 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
         graph.fetched(src_vals, FETCH_KIND)
     for step, piece, fetched in steps:
         if shortcut:
-            fetched_grads = [copy_u_sum(piece.reverse_block(), grad_agg if piece.dst_index
-                                        is None else grad_agg[piece.dst_index])]
+            fetched_grads = [_transposed_sum(piece, graph.kernels, grad_agg)]
         elif _idle(step, piece):
             fetched_grads = [torch.zeros_like(t) for t in fetched]
         else:
@@ -506,7 +511,8 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
             dst_leaves = _leaves_like(_dst_slices(dst_vals, piece), dst_vals)
             edge_leaves = _leaves_like(_edge_slices(edge_vals, piece), edge_vals)
             with torch.enable_grad(), _replayed_rng(op.rng_states, step.index, piece):
-                value = _shard_compute(message, piece, fetched, dst_leaves, edge_leaves)
+                value = _shard_compute(message, piece, graph.kernels, fetched, dst_leaves,
+                                       edge_leaves)
             if reducer is None:
                 outs = [value[name] for name in op.out_names]
                 grads_out = [_edge_slices([g], piece)[0] if g is not None else None
@@ -527,6 +533,16 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
         sender.post(step, fetched_grads)
         del fetched_grads                  # the exchange holds the buffer until it is sent
     return dst_grads, edge_grads, captured_grads
+
+
+def _transposed_sum(piece: GraphShard, kernels: str, grad_agg: torch.Tensor
+                    ) -> torch.Tensor:
+    """``copy_u`` + ``sum``'s source gradient: the output gradient summed back along the
+    piece's edges, at its source rows."""
+    grad = grad_agg if piece.dst_index is None else grad_agg[piece.dst_index]
+    if kernels == "torch":
+        return spmm(piece.index.reversed(), "copy_lhs", "sum", grad, None)
+    return copy_u_sum(piece.reverse_block(kernels), grad)
 
 
 def _grads(outputs, grad_outputs, inputs) -> list:

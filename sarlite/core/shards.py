@@ -1,6 +1,6 @@
 """Graph shards and the ring schedule that feeds them.
 
-Worker ``i`` holds ``N`` shards: shard ``j`` is a DGL block whose source nodes are the
+Worker ``i`` holds ``N`` shards: shard ``j`` is a block whose source nodes are the
 distinct rows of partition ``j`` that have an edge into partition ``i`` (compacted) and
 whose destination nodes are the local destination nodes. In ring round ``r`` worker ``i``
 aggregates shard ``(i - r) % N`` and serves the rows that worker ``(i + r) % N`` needs.
@@ -14,10 +14,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-import dgl
 import torch
 
 from ..comm import all_gather_object, all_to_all_rows, rank, ring_exchange, world_size
+from .blocks import BlockCache
+from .kernels import EdgeIndex
 
 
 class GraphShard:
@@ -30,8 +31,9 @@ class GraphShard:
     rows:
         ``(U_j,)`` int64, the distinct source rows needed, as local ids of ``src_part``
         (ascending); block source ``k`` is row ``rows[k]`` of that partition.
-    block:
-        DGL block with ``U_j`` source nodes and all local destination nodes.
+    index:
+        The shard's edges (:class:`~sarlite.core.kernels.EdgeIndex`): ``U_j`` source nodes
+        and all local destination nodes. :meth:`block` builds the block that runs them.
     edge_slice:
         ``(start, end)`` of this shard's edges in the manager's ``edata`` (shard order).
     edge_index, dst_index:
@@ -42,37 +44,42 @@ class GraphShard:
         destination ``dst_index[d]`` of the shard.
     """
 
-    def __init__(self, src_part: int, rows: torch.Tensor, block: dgl.DGLGraph,
+    def __init__(self, src_part: int, rows: torch.Tensor, index: EdgeIndex,
                  edge_slice: tuple[int, int], edge_index: torch.Tensor | None = None,
                  dst_index: torch.Tensor | None = None):
         self.src_part = src_part
         self.rows = rows
-        self.block = block
+        self.index = index
         self.edge_slice = edge_slice
         self.edge_index = edge_index
         self.dst_index = dst_index
+        self._blocks = BlockCache(index)
+        self._reversed = BlockCache(index.reversed())
         self._has_in_edges = None
-        self._reverse = None
         self._chunks = {}
 
     @property
     def num_edges(self) -> int:
-        return self.block.num_edges()
+        return self.index.num_edges
+
+    @property
+    def device(self) -> torch.device:
+        return self.index.src.device
+
+    def block(self, kernels: str = "dgl"):
+        """The block that runs this shard on ``kernels`` (``"dgl"``: a DGL block;
+        ``"torch"``: a :class:`~sarlite.core.torch_block.TorchBlock`), built once."""
+        return self._blocks.get(kernels)
 
     def has_in_edges(self) -> torch.Tensor:
         """``(num_dst,)`` bool: destination nodes with at least one edge in this shard."""
         if self._has_in_edges is None:
-            self._has_in_edges = self.block.in_degrees() > 0
+            self._has_in_edges = self.index.in_degrees() > 0
         return self._has_in_edges
 
-    def reverse_block(self) -> dgl.DGLGraph:
+    def reverse_block(self, kernels: str = "dgl"):
         """The shard with edges reversed (destinations as sources), built once."""
-        if self._reverse is None:
-            src, dst = self.block.edges()
-            self._reverse = dgl.create_block(
-                (dst, src), num_src_nodes=self.block.num_dst_nodes(),
-                num_dst_nodes=self.block.num_src_nodes(), device=self.block.device)
-        return self._reverse
+        return self._reversed.get(kernels)
 
     def chunks(self, max_rows: int, count: int) -> tuple["GraphShard", ...]:
         """The shard split by source row into ``count`` chunks (built once per size).
@@ -93,33 +100,34 @@ class GraphShard:
         return self._chunks[key]
 
     def _split(self, max_rows: int, count: int) -> tuple["GraphShard", ...]:
-        src, dst = self.block.edges()
+        src, dst = self.index.src, self.index.dst
         which = torch.div(src, max_rows, rounding_mode="floor")
         order = torch.sort(which, stable=True).indices
         bounds = [0] + torch.bincount(which, minlength=count).cumsum(0).tolist()
-        num_rows = self.block.num_src_nodes()
+        num_rows = self.index.num_src
         pieces = []
         for c in range(count):
             eids = order[bounds[c]:bounds[c + 1]]
             lo, hi = min(c * max_rows, num_rows), min((c + 1) * max_rows, num_rows)
             reached, compact = torch.unique(dst[eids], return_inverse=True)
-            block = dgl.create_block((src[eids] - lo, compact), num_src_nodes=hi - lo,
-                                     num_dst_nodes=reached.numel(), device=self.block.device)
-            pieces.append(GraphShard(self.src_part, self.rows[lo:hi], block,
+            index = EdgeIndex(src[eids] - lo, compact, hi - lo, reached.numel())
+            pieces.append(GraphShard(self.src_part, self.rows[lo:hi], index,
                                      self.edge_slice, eids, reached))
         return tuple(pieces)
 
     def to(self, device) -> "GraphShard":
-        return GraphShard(self.src_part, self.rows.to(device), self.block.to(device),
+        return GraphShard(self.src_part, self.rows.to(device), self.index.to(device),
                           self.edge_slice)
 
-    def run(self, fn, *args):
-        """Call ``fn(block, *args)``, silencing DGL's warning for UDFs on empty shards."""
+    def run(self, fn, kernels: str, *args):
+        """Call ``fn(block, *args)`` on the block for ``kernels``, silencing DGL's warning
+        for UDFs on empty shards."""
+        block = self.block(kernels)
         if self.num_edges:
-            return fn(self.block, *args)
+            return fn(block, *args)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return fn(self.block, *args)
+            return fn(block, *args)
 
 
 class _Restored:
@@ -333,15 +341,14 @@ def assemble_shards(shard_edges: list[tuple[torch.Tensor, torch.Tensor]], unique
             src, num_rows = positions[me][compact], num_src
         else:
             src, num_rows = compact, rows.numel()
-        block = dgl.create_block((src, dst), num_src_nodes=num_rows, num_dst_nodes=num_dst)
-        shards.append(GraphShard(j, rows, block.to(device), (offset, offset + dst.numel())))
+        index = EdgeIndex(src, dst, num_rows, num_dst).to(device)
+        shards.append(GraphShard(j, rows, index, (offset, offset + dst.numel())))
         offset += dst.numel()
     send_idx = [None if k == me else rows.contiguous().to(device)
                 for k, rows in enumerate(positions)]
     counts = all_gather_object([0 if idx is None else idx.numel() for idx in send_idx],
                                kind="setup")
-    return shards, RingPlan(send_idx, [shard.block.num_src_nodes() for shard in shards],
-                            counts)
+    return shards, RingPlan(send_idx, [shard.index.num_src for shard in shards], counts)
 
 
 def global_out_degrees(shard_src: list[torch.Tensor], node_ranges: torch.Tensor

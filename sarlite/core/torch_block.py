@@ -5,8 +5,9 @@ engine's per-shard computation uses (``srcdata``/``dstdata``/``edata``, ``local_
 ``update_all``, ``apply_edges``, node, edge and degree counts) from index tensors, on any
 device, without DGL's kernels. Message and reduce functions are DGL's builtins
 (``dgl.function``), read by their attributes, or Python message functions that take an
-:class:`EdgeBatch`. It is checked against DGL's blocks (``tests/test_torch_block.py``) and
-is not yet used by the engine.
+:class:`EdgeBatch`, and Python reducers of a :class:`NodeBatch`. It is checked against DGL's
+blocks (``tests/test_torch_block.py``); the engine builds its shards and one-shot blocks
+as ``TorchBlock`` with ``kernels="torch"`` (see :mod:`sarlite.core.blocks`).
 
 Example
 -------
@@ -71,6 +72,9 @@ class EdgeBatch:
     def batch_size(self) -> int:
         return self._index.num_edges
 
+    def __len__(self) -> int:
+        return self.batch_size()
+
 
 class TorchBlock:
     """A block over ``index`` (sources and destinations are separate node sets) whose
@@ -80,7 +84,7 @@ class TorchBlock:
     Raises (from its methods)
     -------------------------
     NotImplementedError
-        A Python (UDF) reduce function, or a builtin this block does not know.
+        A builtin this block does not know.
     KeyError
         A function reads a field the block does not have.
     """
@@ -140,20 +144,37 @@ class TorchBlock:
         a Python function of an :class:`EdgeBatch` returning ``{name: (E, *) tensor}``."""
         self.edata.update(self._edge_values(func))
 
-    def update_all(self, message_func, reduce_func) -> None:
-        """Messages on every edge reduced into ``dstdata[reduce_func.out_field]``, as DGL's
-        ``update_all`` with a builtin reducer (``sum``, ``mean``, ``max``, ``min``)."""
-        name = getattr(reduce_func, "name", None)
-        if not hasattr(reduce_func, "msg_field") or name is None:
-            raise NotImplementedError(
-                f"TorchBlock reduces with DGL's builtin reducers (fn.sum, fn.mean, fn.max, "
-                f"fn.min), got {getattr(reduce_func, '__name__', type(reduce_func).__name__)}")
+    def update_all(self, message_func, reduce_func, apply_node_func=None) -> None:
+        """Messages on every edge reduced at the destinations, as DGL's ``update_all``.
+
+        ``reduce_func`` is a builtin (``fn.sum``, ``fn.mean``, ``fn.max``, ``fn.min``: the
+        result lands in ``dstdata[reduce_func.out_field]``) or a Python function of a
+        :class:`NodeBatch` whose ``mailbox`` holds each node's messages in edge-id order,
+        called once per in-degree (DGL's degree bucketing); destinations without in-edges
+        get zeros. ``apply_node_func`` then runs on every destination node."""
         messages = self._edge_values(message_func)
-        if reduce_func.msg_field not in messages:
-            raise KeyError(f"the reducer reads message {reduce_func.msg_field!r}, the message "
-                           f"function gives {sorted(messages)}")
-        self.dstdata[reduce_func.out_field] = reduce_edges(
-            self.index, messages[reduce_func.msg_field], name)
+        if callable(reduce_func) and not hasattr(reduce_func, "msg_field"):
+            self.dstdata.update(_reduce_udf(self, messages, reduce_func))
+        else:
+            name = getattr(reduce_func, "name", None)
+            if reduce_func.msg_field not in messages:
+                raise KeyError(f"the reducer reads message {reduce_func.msg_field!r}, the "
+                               f"message function gives {sorted(messages)}")
+            self.dstdata[reduce_func.out_field] = reduce_edges(
+                self.index, messages[reduce_func.msg_field], name)
+        if apply_node_func is not None:
+            nodes = torch.arange(self.index.num_dst, device=self.device)
+            self.dstdata.update(_call_udf(apply_node_func, NodeBatch(
+                nodes, dict(self.dstdata), {})))
+
+    def edges(self, order: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(src, dst)`` of every edge, in edge-id order."""
+        return self.index.src, self.index.dst
+
+    def to(self, device) -> "TorchBlock":
+        """The block's structure on ``device`` (its data is not carried, as DGL's
+        ``to`` carries it: the engine sets data inside a scope)."""
+        return TorchBlock(self.index.to(device))
 
     def _edge_values(self, func) -> dict:
         if hasattr(func, "binary_op"):
@@ -177,8 +198,48 @@ class TorchBlock:
         return frame[name]
 
 
-def _call_udf(func: Callable, edges: EdgeBatch) -> dict:
-    out = func(edges)
+class NodeBatch:
+    """What a Python reduce or apply-node function receives, as DGL's ``NodeBatch``:
+    ``data`` (the nodes' fields), ``mailbox`` (``{name: (nodes, in-degree, *F)}``, each
+    node's messages in edge-id order) and ``nodes()``."""
+
+    def __init__(self, nodes: torch.Tensor, data: dict, mailbox: dict):
+        self._nodes, self.data, self.mailbox = nodes, data, mailbox
+
+    def nodes(self) -> torch.Tensor:
+        return self._nodes
+
+    def batch_size(self) -> int:
+        return int(self._nodes.shape[0])
+
+    def __len__(self) -> int:
+        return self.batch_size()
+
+
+def _reduce_udf(block: TorchBlock, messages: dict, reduce_func: Callable) -> dict:
+    """A Python reducer over every destination with in-edges, one call per in-degree
+    (ascending); the results are placed at their nodes, zeros elsewhere."""
+    dst = block.index.dst.long()
+    order = torch.sort(dst, stable=True).indices         # by node, edge ids ascending
+    degrees = block.index.in_degrees()
+    starts = torch.cumsum(degrees, 0) - degrees
+    out: dict = {}
+    for degree in torch.unique(degrees[degrees > 0]).tolist():
+        nodes = torch.nonzero(degrees == degree).squeeze(1)
+        slots = (starts[nodes].unsqueeze(1) + torch.arange(degree, device=dst.device)).reshape(-1)
+        eids = order[slots]
+        mailbox = {k: v.index_select(0, eids).reshape((nodes.numel(), degree) + v.shape[1:])
+                   for k, v in messages.items()}
+        data = {k: v.index_select(0, nodes) for k, v in block.dstdata.items()}
+        for name, value in _call_udf(reduce_func, NodeBatch(nodes, data, mailbox)).items():
+            if name not in out:
+                out[name] = value.new_zeros((block.index.num_dst,) + value.shape[1:])
+            out[name] = out[name].index_copy(0, nodes, value)
+    return out
+
+
+def _call_udf(func: Callable, batch) -> dict:
+    out = func(batch)
     if not isinstance(out, dict):
         raise TypeError(f"a message or edge function must return a dict of tensors, got "
                         f"{type(out).__name__}")

@@ -95,6 +95,10 @@ class EngineConfig(_Section):
     halo_dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="type halo rows and their gradients travel in; bfloat16 / "
         "float16 halve the bytes but are no longer exact (float32: exact)")
+    kernels: Literal["auto", "dgl", "torch"] = Field(
+        "auto", description="message-passing kernels of each shard: dgl (DGL's), torch "
+        "(sarlite's, torch operations on any device; pip's DGL has no CUDA kernels); both "
+        "exact (auto: dgl on CPU, torch elsewhere)")
     memory_budget: Union[Annotated[int, Field(ge=1)], str, None] = Field(
         None, description="the most resident memory each worker may hold while training "
         "(bytes, or a size such as '3GiB'): each layer then runs one-shot where the "

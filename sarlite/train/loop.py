@@ -64,7 +64,8 @@ def _engine(cfg: Config) -> dict:
     return dict(mode=cfg.engine.mode, pipeline_depth=cfg.engine.pipeline_depth,
                 max_collective_rows=cfg.engine.max_collective_rows,
                 halo_dtype=cfg.engine.halo_dtype,
-                max_rows_per_step=cfg.engine.max_rows_per_step)
+                max_rows_per_step=cfg.engine.max_rows_per_step,
+                kernels=cfg.engine.kernels)
 
 
 def _build_batch(cfg: Config, data: PartitionData) -> tuple[Batch, int, int]:

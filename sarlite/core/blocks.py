@@ -1,0 +1,63 @@
+"""Which kernels a shard's message passing runs on, and the blocks that run it.
+
+The engine holds every shard, chunk and one-shot block as an
+:class:`~sarlite.core.kernels.EdgeIndex` (torch index tensors) and builds the object that
+``dgl.nn``'s calls run on from it, once per kind:
+
+* ``"dgl"``: a ``dgl.create_block`` block, DGL's own kernels (PyPI's DGL runs them on CPU
+  only);
+* ``"torch"``: a :class:`~sarlite.core.torch_block.TorchBlock`, the kernels of
+  :mod:`sarlite.core.kernels`, on any device torch runs on.
+
+``None`` (``"auto"``) picks ``"dgl"`` for a graph on the CPU and ``"torch"`` elsewhere.
+"""
+from __future__ import annotations
+
+import torch
+
+from .kernels import EdgeIndex
+from .torch_block import TorchBlock
+
+
+def resolve(kernels: str | None, device) -> str:
+    """The kernels a graph on ``device`` runs: ``kernels`` itself, or for ``None`` DGL's
+    on the CPU and torch's elsewhere."""
+    if kernels is not None:
+        return kernels
+    return "dgl" if torch.device(device).type == "cpu" else "torch"
+
+
+def make_block(index: EdgeIndex, kernels: str):
+    """The block over ``index`` that runs ``kernels`` (``"dgl"`` or ``"torch"``).
+
+    Raises
+    ------
+    RuntimeError
+        ``"dgl"`` for a graph whose device DGL's build cannot hold (PyPI's DGL is a CPU
+        build); the message names ``kernels="torch"``.
+    """
+    if kernels == "torch":
+        return TorchBlock(index)
+    import dgl
+    try:
+        return dgl.create_block((index.src, index.dst), num_src_nodes=index.num_src,
+                                num_dst_nodes=index.num_dst, device=index.src.device)
+    except dgl.DGLError as err:
+        raise RuntimeError(
+            f"DGL cannot hold a graph on {index.src.device} ({err}); the DGL that pip "
+            f"installs is a CPU-only build. Use the torch kernels: "
+            f"construct_full_graph(..., kernels='torch') or engine.kernels: torch "
+            f"(the default, 'auto', picks them off the CPU)") from None
+
+
+class BlockCache:
+    """The blocks built over one :class:`EdgeIndex`, at most one per kind of kernels."""
+
+    def __init__(self, index: EdgeIndex):
+        self.index = index
+        self._blocks: dict[str, object] = {}
+
+    def get(self, kernels: str):
+        if kernels not in self._blocks:
+            self._blocks[kernels] = make_block(self.index, kernels)
+        return self._blocks[kernels]

@@ -1,0 +1,88 @@
+"""The ``kernels`` option: sharded graphs run their message passing on sarlite's torch
+kernels (``kernels="torch"``) without building a single DGL graph, and the option is
+checked and chosen as documented. Exactness on torch kernels is the whole layer matrix's
+second run (tests/test_exactness.py, tests/test_hetero_exactness.py)."""
+from unittest import mock
+
+import dgl
+import dgl.nn as dglnn
+import pytest
+import torch
+
+import sarlite
+from conftest import random_graph
+from harness import spawn
+from sarlite.core.blocks import make_block, resolve
+from sarlite.core.kernels import EdgeIndex
+from sarlite.core.options import EngineOptions
+from sarlite.core.torch_block import TorchBlock
+
+TOL = {"rtol": 1e-4, "atol": 1e-5}
+LAYERS = {
+    "sage": lambda: dglnn.SAGEConv(4, 3, "mean"),
+    "gcn": lambda: dglnn.GraphConv(4, 3, allow_zero_in_degree=True),
+    "gat": lambda: dglnn.GATConv(4, 3, num_heads=2, allow_zero_in_degree=True),
+}
+
+
+def test_auto_picks_dgls_kernels_on_cpu_and_torchs_elsewhere():
+    assert resolve(None, "cpu") == "dgl"
+    assert resolve(None, torch.device("cuda", 0)) == "torch"
+    assert resolve("torch", "cpu") == "torch"
+    assert EngineOptions(kernels="auto").kernels is None
+
+
+def test_an_unknown_kernels_name_is_one_clear_error():
+    with pytest.raises(ValueError, match="kernels must be one of"):
+        EngineOptions(kernels="cuda")
+
+
+def test_dgls_kernels_on_a_device_dgl_cannot_hold_name_the_torch_kernels():
+    index = EdgeIndex(torch.tensor([0]), torch.tensor([0]), 1, 1)
+    failure = dgl.DGLError("Device API cuda is not enabled")
+    with mock.patch("dgl.create_block", side_effect=failure):
+        with pytest.raises(RuntimeError, match="kernels='torch'"):
+            make_block(index, "dgl")
+    assert isinstance(make_block(index, "torch"), TorchBlock)
+
+
+def _no_dgl_graphs(rank, world, config, states, engine):
+    """Every layer forward and backward on a graph built with ``engine``, while any
+    attempt to build a DGL graph fails; the outputs and input gradients."""
+    sarlite.install_dgl_dispatch()
+    data = sarlite.load_partition_data(config)
+    g = sarlite.construct_full_graph(data, **engine)
+    refused = AssertionError("a DGL graph was built under kernels='torch'")
+    results = {}
+    with mock.patch("dgl.create_block", side_effect=refused), \
+            mock.patch("dgl.graph", side_effect=refused):
+        for name, state in states.items():
+            layer = LAYERS[name]()
+            layer.load_state_dict(state)
+            x = data.node_features["feat"].clone().requires_grad_()
+            out = layer(g, x)
+            out.sum().backward()
+            results[name] = (out.detach(), x.grad)
+    return results
+
+
+@pytest.mark.parametrize("engine", [
+    {"mode": "sar"}, {"mode": "sa"}, {"mode": "one-shot"},
+    {"mode": "sar", "max_rows_per_step": 3}], ids=["sar", "sa", "one-shot", "sar-chunked"])
+def test_torch_kernels_build_no_dgl_graph_and_match_dgl(tmp_path, engine):
+    g = random_graph(num_nodes=50, num_edges=250)
+    orig, _ = sarlite.partition_graph(g, "g", 2, tmp_path, return_mapping=True)
+    torch.manual_seed(0)
+    expected, states = {}, {}
+    for name, make in LAYERS.items():
+        layer = make()
+        x = g.ndata["feat"].clone().requires_grad_()
+        out = layer(g, x)
+        out.sum().backward()
+        expected[name], states[name] = (out.detach(), x.grad), layer.state_dict()
+    results = spawn(_no_dgl_graphs, 2, str(tmp_path / "g.json"), states,
+                    {**engine, "kernels": "torch"}, timeout=120)
+    for name, (out, grad) in expected.items():
+        torch.testing.assert_close(torch.cat([r[name][0] for r in results]), out[orig], **TOL)
+        torch.testing.assert_close(torch.cat([r[name][1] for r in results]), grad[orig],
+                                   **TOL)
