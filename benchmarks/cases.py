@@ -17,8 +17,10 @@ ten runs per case (DGL, then sar/sa/one-shot at N = 1, 2, 4):
   run at N=4, including its METIS partitioning): about 40 minutes in all, plus the
   extra runs (:data:`EXTRA_RUNS`: sar N=8, sar-chunked, 16-bit halos) on the SAGE
   homophilous and uniform cases, about 8 minutes per case (measured 2026-11-24: the
-  22 runs of both cases, DGL and sar N=2, 4 included, took 691 s), and the memory-budget
-  run (:data:`BUDGET_RUNS`) on the GAT case, about as long as a GAT run at N=4.
+  22 runs of both cases, DGL and sar N=2, 4 included, took 691 s), the memory-budget
+  run (:data:`BUDGET_RUNS`) on the GAT case, about as long as a GAT run at N=4, and the
+  torch-kernel runs (:data:`KERNEL_RUNS`) on the SAGE and GCN 100k cases, about as long
+  as their N=2 runs.
 """
 from __future__ import annotations
 
@@ -50,6 +52,8 @@ VARIANTS: dict[str, Variant] = {
     "sar-bf16": Variant("sar", (("halo_dtype", "bfloat16"),)),
     "sar-fp16": Variant("sar", (("halo_dtype", "float16"),)),
     "budget": Variant("sar", (("memory_budget", FROM_PEAKS),)),
+    "sar-torch": Variant("sar", (("kernels", "torch"),)),
+    "one-shot-torch": Variant("one-shot", (("kernels", "torch"),)),
 }
 
 # The full suite's extra runs, on the SAGE cases of the homophilous and the uniform graph:
@@ -60,6 +64,10 @@ EXTRA_RUNS: tuple[tuple[str, tuple[int, ...]], ...] = (
 # The memory-budget mode's run, on the GAT case: there one-shot is faster than sar (on the
 # SAGE cases sar is the faster mode, and a budget has nothing to trade).
 BUDGET_RUNS: tuple[tuple[str, tuple[int, ...]], ...] = (("budget", (4,)),)
+# sarlite's torch kernels (engine.kernels: torch) against DGL's, on the SAGE and GCN 100k
+# cases: sar and one-shot at N=2, read against the plain sar and one-shot N=2 runs.
+KERNEL_RUNS: tuple[tuple[str, tuple[int, ...]], ...] = (
+    ("sar-torch", (2,)), ("one-shot-torch", (2,)))
 
 
 def base_mode(name: str) -> str:
@@ -112,6 +120,6 @@ SUITES: dict[str, list[Case]] = {
 # the extra runs each case of a suite makes besides the plain modes
 EXTRAS: dict[str, dict[str, tuple[tuple[str, tuple[int, ...]], ...]]] = {
     "quick": {},
-    "full": {SAGE_100K.name: EXTRA_RUNS, SAGE_UNIFORM.name: EXTRA_RUNS,
-             GAT_100K.name: BUDGET_RUNS},
+    "full": {SAGE_100K.name: EXTRA_RUNS + KERNEL_RUNS, GCN_100K.name: KERNEL_RUNS,
+             SAGE_UNIFORM.name: EXTRA_RUNS, GAT_100K.name: BUDGET_RUNS},
 }

@@ -15,7 +15,9 @@ this one invocation and with the same initial parameters:
   ``max_rows_per_step``) on N = 2, 4, 8 and ``sar-bf16``/``sar-fp16`` (16-bit halos) on
   N = 2, 4; on the GAT case, ``budget`` on N = 4: ``engine.memory_budget`` set to 1.05x
   the larger peak per worker of the sar and one-shot runs at N = 4 of the same
-  invocation, so the planner has room for one-shot layers (its plan is in the record).
+  invocation, so the planner has room for one-shot layers (its plan is in the record);
+  on the SAGE and GCN 100k cases, ``sar-torch`` and ``one-shot-torch`` on N = 2: sar and
+  one-shot on sarlite's torch kernels (``engine.kernels: torch``) instead of DGL's.
   The variants can also be named in ``--modes``.
 
 Each run is its own set of processes, so a peak is that run's alone. Per run it records
@@ -99,7 +101,7 @@ def _layer_modes(mode: str, workers: list[dict]) -> str | list[str]:
 def _engine_fields(settings: dict, args) -> dict:
     """The record's engine settings: the invocation's, overridden by the variant's."""
     return {"halo_dtype": args.halo_dtype, "max_rows_per_step": None,
-            "memory_budget": None} | settings
+            "memory_budget": None, "kernels": "auto"} | settings
 
 
 def _peak(runs_dir: Path, run: str) -> float:
@@ -212,11 +214,13 @@ def _parser() -> argparse.ArgumentParser:
                         "three modes; the variants: sar-chunked = sar with "
                         "max_rows_per_step, sar-bf16/sar-fp16 = sar with 16-bit halos, "
                         "budget = engine.memory_budget at 1.05x the larger peak of the "
-                        "sar and one-shot runs at the same N, which it then also makes)")
+                        "sar and one-shot runs at the same N, which it then also makes; "
+                        "sar-torch/one-shot-torch = on sarlite's torch kernels)")
     parser.add_argument("--no-extras", action="store_true",
                         help="leave out the suite's extra runs (full suite: sar N=8, "
                         "sar-chunked N=2,4,8, sar-bf16/fp16 N=2,4 on the SAGE homophilous "
-                        "and uniform cases; budget N=4 on the GAT case)")
+                        "and uniform cases; budget N=4 on the GAT case; sar-torch and "
+                        "one-shot-torch N=2 on the SAGE and GCN 100k cases)")
     parser.add_argument("--world-sizes", nargs="+", type=int, default=list(WORLD_SIZES),
                         metavar="N", help="sarlite worker counts (default 1 2 4)")
     sizes = parser.add_argument_group("overrides for every selected case (tests, tries)")

@@ -159,7 +159,8 @@ def run(args) -> None:
         graph = sarlite.construct_full_graph(data, mode=args.mode,
                                              pipeline_depth=args.pipeline_depth, device=device,
                                              halo_dtype=args.halo_dtype,
-                                             max_rows_per_step=args.max_rows_per_step)
+                                             max_rows_per_step=args.max_rows_per_step,
+                                             kernels=args.kernels)
         del data        # as sarlite.train does: the graph keeps what it needs
         count = sarlite.comm.all_reduce(feats["train_mask"].sum().float().reshape(1), "sum",
                                         kind="benchmark")
@@ -209,6 +210,9 @@ def main() -> None:
     parser.add_argument("--memory-budget", default=None,
                         help="engine.memory_budget (mode sar; bytes or a size such as 1GiB): "
                              "each layer's graph from the plan, made before the warm-up")
+    parser.add_argument("--kernels", default="auto", choices=("auto", "dgl", "torch"),
+                        help="engine.kernels (sarlite modes): DGL's or sarlite's torch "
+                             "message-passing kernels (auto: DGL's on CPU)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = parser.parse_args()
     whole = args.graph is not None or args.dataset is not None

@@ -18,17 +18,18 @@ from sarlite.partition.report import partition_report
 
 CASES = ["sage-homophilous-100k", "gat-homophilous-100k"]
 NUM_NODES, HIDDEN, WORLD = 1500, 128, 2
-RUNS = ["dgl", f"sar N={WORLD}", f"one-shot N={WORLD}"]
+RUNS = ["dgl", f"sar N={WORLD}", f"one-shot N={WORLD}", f"sar-torch N={WORLD}"]
 
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    """One tiny run of the harness: two cases x (DGL, sar, one-shot and the memory-budget
-    run on 2 workers)."""
+    """One tiny run of the harness: two cases x (DGL, sar, one-shot, sar on the torch
+    kernels and the memory-budget run on 2 workers)."""
     out = tmp_path_factory.mktemp("bench")
     status = run.main(["--suite", "full", "--cases", *CASES, "--num-nodes", str(NUM_NODES),
                        "--avg-degree", "5", "--hidden", str(HIDDEN), "--world-sizes",
-                       str(WORLD), "--modes", "dgl", "sar", "one-shot", "budget",
+                       str(WORLD), "--modes", "dgl", "sar", "one-shot", "sar-torch",
+                       "budget",
                        "--no-extras",
                        "--timeout", "120",
                        "--out", str(out), "--cache", str(out / "cache")])
@@ -96,7 +97,8 @@ def test_halo_bytes_equal_the_bound_computed_from_the_partition(suite):
             assert record["halo_nodes"] == halo and sum(halo) > 0
             assert record["bound_bytes"] == sum(halo) * per_node
             # sar on GAT rematerializes u_add_v / u_mul_e: one more forward-sized fetch
-            factor = 1.5 if (model, run_name.split()[0]) == ("gat", "sar") else 1.0
+            mode = run_name.split()[0].removesuffix("-torch")
+            factor = 1.5 if (model, mode) == ("gat", "sar") else 1.0
             assert record["halo_bytes_per_epoch"] == factor * record["bound_bytes"]
             assert record["expected_bytes"] == record["halo_bytes_per_epoch"]
 
@@ -114,6 +116,15 @@ def test_summary_table_lists_every_run_and_every_target(suite):
         assert target["status"] in ("PASS", "FAIL", "not measured")
     halo = [t for t in targets if t["target"].startswith("halo bytes")]
     assert [t["status"] for t in halo] == ["PASS", "PASS"]
+
+
+def test_torch_kernel_runs_record_their_kernels_and_are_set_against_dgls(suite):
+    records = _records(suite)
+    text = (suite / "summary.md").read_text()
+    for case in CASES:
+        assert records[(_tiny(case), f"sar-torch N={WORLD}")]["kernels"] == "torch"
+        assert records[(_tiny(case), f"sar N={WORLD}")]["kernels"] == "auto"
+        assert f"| {_tiny(case)} | sar N={WORLD} |" in text.split("## Torch kernels")[1]
 
 
 def test_plots_are_png_images_of_three_panels(suite):
@@ -192,9 +203,12 @@ def test_a_variant_runs_its_base_mode_with_its_engine_settings():
     args = run._parser().parse_args([])
     chunked = run._settings("sar-chunked", 2, None)
     assert run._engine_fields(chunked, args) == {
-        "halo_dtype": "float32", "max_rows_per_step": CHUNK_ROWS, "memory_budget": None}
+        "halo_dtype": "float32", "max_rows_per_step": CHUNK_ROWS, "memory_budget": None,
+        "kernels": "auto"}
     assert run._engine_fields(run._settings("sar-bf16", 2, None), args)["halo_dtype"] == \
         "bfloat16"
+    assert base_mode("one-shot-torch") == "one-shot"
+    assert run._flags(run._settings("one-shot-torch", 2, None)) == ["--kernels", "torch"]
     assert run._flags(chunked) == ["--max-rows-per-step", str(CHUNK_ROWS)]
 
 
