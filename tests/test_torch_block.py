@@ -1,5 +1,7 @@
 """TorchBlock: DGL's block calls (update_all, apply_edges, data scopes) on torch kernels
 give what a DGL block gives, values and gradients."""
+from unittest import mock
+
 import dgl
 import dgl.function as fn
 import pytest
@@ -86,6 +88,41 @@ def test_update_all_with_builtins_equals_a_dgl_block(message, reducer):
 def test_apply_edges_with_builtins_equals_a_dgl_block(message):
     dgl_block, torch_block = _pair(seed=2)
     _check(dgl_block, torch_block, lambda g: g.apply_edges(MESSAGES[message]), "m", "edata")
+
+
+FUSED_SHAPES = {                          # (source feature shape, edge weight shape)
+    "per-edge": ((3,), ()), "per-edge-column": ((3,), (1,)),
+    "per-head": ((2, 3), (2, 1)), "one-for-all-heads": ((2, 3), (1, 1))}
+
+
+@pytest.mark.parametrize("reducer", ["sum", "mean"])
+@pytest.mark.parametrize("message", ["copy_u", "u_mul_e", "e_mul_u"])
+@pytest.mark.parametrize("shapes", sorted(FUSED_SHAPES))
+def test_sums_of_copied_and_weighted_rows_hold_no_message_per_edge(shapes, message, reducer):
+    feature, weight = FUSED_SHAPES[shapes]
+    dgl_block, torch_block = _pair(seed=7)
+    gen = torch.Generator().manual_seed(8)
+    src = torch.randn((dgl_block.num_src_nodes(),) + feature, generator=gen,
+                      dtype=torch.float64).requires_grad_()
+    edge = torch.randn((dgl_block.num_edges(),) + weight, generator=gen,
+                       dtype=torch.float64).requires_grad_()
+    func = fn.copy_u("a", "m") if message == "copy_u" else \
+        getattr(fn, message)(*(("a", "w") if message == "u_mul_e" else ("w", "a")), "m")
+
+    def run(block):
+        with block.local_scope():
+            block.srcdata["a"], block.edata["w"] = src, edge
+            block.update_all(func, getattr(fn, reducer)("m", "out"))
+            return block.dstdata["out"]
+    theirs = run(dgl_block)
+    with mock.patch("sarlite.core.torch_block.sddmm", side_effect=AssertionError("messages")):
+        ours = run(torch_block)
+        grad = torch.randn_like(theirs)
+        inputs = [src] if message == "copy_u" else [src, edge]
+        got = torch.autograd.grad(ours, inputs, grad)
+    torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+    for g, e in zip(got, torch.autograd.grad(theirs, inputs, grad)):
+        torch.testing.assert_close(g, e, rtol=1e-12, atol=1e-12)
 
 
 def test_python_message_and_edge_functions_read_an_edge_batch():

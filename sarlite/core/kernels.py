@@ -32,6 +32,7 @@ tensor([[2.],
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -188,11 +189,161 @@ def _extreme(dst: torch.Tensor, messages: torch.Tensor, shape: tuple, reducer: s
 
 
 def spmm(index: EdgeIndex, op: str, reducer: str, lhs: torch.Tensor | None,
-         rhs: torch.Tensor | None) -> torch.Tensor:
+         rhs: torch.Tensor | None, adjacency: "Adjacency | None" = None) -> torch.Tensor:
     """Messages ``op(lhs on the source, rhs on the edge)`` reduced at the destinations:
     DGL's ``gspmm`` (``update_all`` with builtins: ``copy_u`` is ``copy_lhs``, ``copy_e``
-    is ``copy_rhs``, ``u_mul_e`` is ``mul``). Returns ``(num_dst, *F)``."""
+    is ``copy_rhs``, ``u_mul_e`` is ``mul``). Returns ``(num_dst, *F)``.
+
+    With ``adjacency`` (``index``'s :class:`Adjacency`), ``copy_lhs`` and ``mul`` by a
+    per-edge scalar (one per edge, or per edge and head: ``(E, H, 1)`` against ``(N, H,
+    F)``) with ``sum``/``mean`` run as sparse matrix products, without a message per edge
+    (:func:`fused_sum`); everything else materializes the messages."""
+    if adjacency is not None and reducer in ("sum", "mean"):
+        out = fused_sum(adjacency, op, lhs, rhs)
+        if out is not None:
+            if reducer == "mean":
+                degrees = index.in_degrees().clamp(min=1).to(out.dtype)
+                out = out / degrees.reshape((-1,) + (1,) * (out.dim() - 1))
+            return out
     return reduce_edges(index, sddmm(index, op, lhs, rhs, "u", "e"), reducer)
+
+
+# -- sums as sparse matrix products ----------------------------------------------------
+FUSED_DTYPES = (torch.float32, torch.float64)
+_EDGE_CHUNK = 1 << 24          # elements per edge chunk of a weight gradient
+
+
+@dataclass(frozen=True)
+class Adjacency:
+    """An :class:`EdgeIndex` as compressed sparse rows, both ways, built once per graph.
+
+    ``crow``/``col``: by destination (row ``d`` holds the sources of ``d``'s in-edges);
+    ``order``: the edge id in each slot (edges of one destination in edge-id order).
+    ``crow_t``/``col_t``/``order_t``: the same by source.
+    """
+
+    num_src: int
+    num_dst: int
+    crow: torch.Tensor
+    col: torch.Tensor
+    order: torch.Tensor
+    crow_t: torch.Tensor
+    col_t: torch.Tensor
+    order_t: torch.Tensor
+    src: torch.Tensor
+    dst: torch.Tensor
+
+    @classmethod
+    def of(cls, index: EdgeIndex) -> "Adjacency":
+        src, dst = index.src.long(), index.dst.long()
+        crow, col, order = _csr(dst, src, index.num_dst)
+        crow_t, col_t, order_t = _csr(src, dst, index.num_src)
+        return cls(index.num_src, index.num_dst, crow, col, order, crow_t, col_t, order_t,
+                   src, dst)
+
+    def matrix(self, values: torch.Tensor, transposed: bool = False) -> torch.Tensor:
+        """The ``(num_dst, num_src)`` sparse matrix whose entry per edge is ``values[e]``
+        (summed over repeated edges); transposed: ``(num_src, num_dst)``."""
+        import warnings
+        crow, col, order = (self.crow_t, self.col_t, self.order_t) if transposed else \
+            (self.crow, self.col, self.order)
+        size = (self.num_src, self.num_dst) if transposed else (self.num_dst, self.num_src)
+        with warnings.catch_warnings():          # torch calls sparse CSR "beta"
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.sparse_csr_tensor(crow, col, values.index_select(0, order),
+                                           size=size)
+
+
+def _csr(rows: torch.Tensor, cols: torch.Tensor, num_rows: int):
+    order = torch.sort(rows, stable=True).indices
+    crow = torch.zeros(num_rows + 1, dtype=torch.int64, device=rows.device)
+    crow[1:] = torch.bincount(rows, minlength=num_rows).cumsum(0)
+    return crow, cols.index_select(0, order), order
+
+
+def fused_sum(adjacency: Adjacency, op: str, lhs: torch.Tensor | None,
+              rhs: torch.Tensor | None) -> torch.Tensor | None:
+    """``spmm(..., "sum")`` for ``copy_lhs`` and for ``mul`` of source rows by per-edge
+    scalars as sparse matrix products; ``None`` when the call has another form (the
+    caller then materializes the messages). Float32/float64 only."""
+    if lhs is None or lhs.dtype not in FUSED_DTYPES or lhs.dim() < 2:
+        return None
+    if op == "copy_lhs":
+        ones = lhs.new_ones(adjacency.col.shape[0])
+        return _SumProduct.apply(lhs, ones, adjacency, False)
+    if op != "mul" or rhs is None or rhs.dtype != lhs.dtype:
+        return None
+    rhs = _aligned(lhs, rhs)[1]
+    heads = lhs.shape[1:-1]
+    if rhs.dim() != lhs.dim() or rhs.shape[-1] != 1 or any(
+            w not in (1, x) for w, x in zip(rhs.shape[1:-1], heads)):
+        return None
+    if all(w == 1 for w in rhs.shape[1:]):                 # one scalar per edge
+        return _SumProduct.apply(lhs, rhs.reshape(-1), adjacency, False)
+    return _SumProduct.apply(lhs, rhs.expand((rhs.shape[0],) + tuple(heads) + (1,)),
+                             adjacency, True)
+
+
+class _SumProduct(torch.autograd.Function):
+    """``out[d] = sum over edges e into d of w[e] * x[src[e]]``, as sparse products.
+
+    ``weights``: ``(E,)`` one scalar per edge, or with ``per_head`` ``(E, *H, 1)`` against
+    ``x`` ``(N, *H, F)``: one sparse product per head. The gradient of ``x`` is the
+    transposed product; that of the weights a per-edge dot product, taken in chunks of
+    edges (never a message per edge at once).
+    """
+
+    @staticmethod
+    def forward(ctx, x, weights, adjacency: Adjacency, per_head: bool):
+        ctx.adjacency, ctx.per_head = adjacency, per_head
+        ctx.save_for_backward(x, weights)
+        return _product(adjacency, x, weights, per_head, transposed=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weights = ctx.saved_tensors
+        adjacency, per_head = ctx.adjacency, ctx.per_head
+        grad = grad.contiguous()
+        grad_x = grad_w = None
+        if ctx.needs_input_grad[0]:
+            grad_x = _product(adjacency, grad, weights, per_head, transposed=True)
+        if ctx.needs_input_grad[1]:
+            grad_w = _edge_dots(adjacency, grad, x, per_head).reshape(weights.shape)
+        return grad_x, grad_w, None, None
+
+
+def _product(adjacency: Adjacency, x: torch.Tensor, weights: torch.Tensor, per_head: bool,
+             transposed: bool) -> torch.Tensor:
+    rows = adjacency.num_src if transposed else adjacency.num_dst
+    if not per_head:
+        flat = x.reshape(x.shape[0], math.prod(x.shape[1:]))
+        out = adjacency.matrix(weights, transposed) @ flat
+        return out.reshape((rows,) + tuple(x.shape[1:]))
+    num_heads = math.prod(x.shape[1:-1])
+    heads = x.reshape(x.shape[0], num_heads, x.shape[-1])
+    per_edge = weights.reshape(weights.shape[0], num_heads)
+    out = torch.stack([adjacency.matrix(per_edge[:, h].contiguous(), transposed)
+                       @ heads[:, h] for h in range(heads.shape[1])], 1)
+    return out.reshape((rows,) + tuple(x.shape[1:]))
+
+
+def _edge_dots(adjacency: Adjacency, grad: torch.Tensor, x: torch.Tensor, per_head: bool
+               ) -> torch.Tensor:
+    """Per edge, ``grad[dst[e]] . x[src[e]]``: over every feature (``(E,)``), or per head
+    (``(E, H)``), a chunk of edges at a time."""
+    step = max(1, _EDGE_CHUNK // max(1, math.prod(x.shape[1:])))
+    parts = []
+    for start in range(0, adjacency.src.shape[0], step):
+        src = adjacency.src[start:start + step]
+        dst = adjacency.dst[start:start + step]
+        prod = grad.index_select(0, dst) * x.index_select(0, src)
+        if per_head:                  # (chunk, *H, F) -> (chunk, H)
+            parts.append(prod.sum(-1).reshape(prod.shape[0], math.prod(prod.shape[1:-1])))
+        else:
+            parts.append(prod.reshape(prod.shape[0], math.prod(prod.shape[1:])).sum(1))
+    if not parts:
+        return x.new_zeros((0,))
+    return torch.cat(parts)
 
 
 def edge_softmax(index: EdgeIndex, logits: torch.Tensor) -> torch.Tensor:

@@ -540,9 +540,10 @@ def _transposed_sum(piece: GraphShard, kernels: str, grad_agg: torch.Tensor
     """``copy_u`` + ``sum``'s source gradient: the output gradient summed back along the
     piece's edges, at its source rows."""
     grad = grad_agg if piece.dst_index is None else grad_agg[piece.dst_index]
+    block = piece.reverse_block(kernels)
     if kernels == "torch":
-        return spmm(piece.index.reversed(), "copy_lhs", "sum", grad, None)
-    return copy_u_sum(piece.reverse_block(kernels), grad)
+        return spmm(block.index, "copy_lhs", "sum", grad, None, block.adjacency)
+    return copy_u_sum(block, grad)
 
 
 def _grads(outputs, grad_outputs, inputs) -> list:

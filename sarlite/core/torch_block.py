@@ -27,7 +27,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from .kernels import EdgeIndex, reduce_edges, sddmm
+from .kernels import Adjacency, EdgeIndex, reduce_edges, sddmm, spmm
 
 _TARGETS = ("u", "v", "e")      # DGL's target codes 0, 1, 2
 
@@ -94,6 +94,15 @@ class TorchBlock:
     def __init__(self, index: EdgeIndex):
         self.index = index
         self._frames: tuple[dict, dict, dict] = ({}, {}, {})
+        self._adjacency = None
+
+    @property
+    def adjacency(self) -> Adjacency:
+        """The edges as sparse rows both ways (for sums without per-edge messages), built
+        at the first use."""
+        if self._adjacency is None:
+            self._adjacency = Adjacency.of(self.index)
+        return self._adjacency
 
     # -- structure ------------------------------------------------------------------------
     def num_src_nodes(self) -> int:
@@ -152,20 +161,46 @@ class TorchBlock:
         :class:`NodeBatch` whose ``mailbox`` holds each node's messages in edge-id order,
         called once per in-degree (DGL's degree bucketing); destinations without in-edges
         get zeros. ``apply_node_func`` then runs on every destination node."""
-        messages = self._edge_values(message_func)
-        if callable(reduce_func) and not hasattr(reduce_func, "msg_field"):
-            self.dstdata.update(_reduce_udf(self, messages, reduce_func))
-        else:
-            name = getattr(reduce_func, "name", None)
-            if reduce_func.msg_field not in messages:
-                raise KeyError(f"the reducer reads message {reduce_func.msg_field!r}, the "
-                               f"message function gives {sorted(messages)}")
-            self.dstdata[reduce_func.out_field] = reduce_edges(
-                self.index, messages[reduce_func.msg_field], name)
+        self.dstdata.update(self._reduced(message_func, reduce_func))
         if apply_node_func is not None:
             nodes = torch.arange(self.index.num_dst, device=self.device)
             self.dstdata.update(_call_udf(apply_node_func, NodeBatch(
                 nodes, dict(self.dstdata), {})))
+
+    def _reduced(self, message_func, reduce_func) -> dict:
+        """``{name: (num_dst, *F)}``: what the reducer writes."""
+        fused = self._fused_sum(message_func, reduce_func)
+        if fused is not None:
+            return {reduce_func.out_field: fused}
+        messages = self._edge_values(message_func)
+        if callable(reduce_func) and not hasattr(reduce_func, "msg_field"):
+            return _reduce_udf(self, messages, reduce_func)
+        if reduce_func.msg_field not in messages:
+            raise KeyError(f"the reducer reads message {reduce_func.msg_field!r}, the "
+                           f"message function gives {sorted(messages)}")
+        return {reduce_func.out_field: reduce_edges(
+            self.index, messages[reduce_func.msg_field], reduce_func.name)}
+
+    def _fused_sum(self, message_func, reduce_func) -> torch.Tensor | None:
+        """``copy_u`` or ``u_mul_e``/``e_mul_u`` with ``sum``/``mean`` as sparse products
+        (no per-edge message is held; see :func:`~sarlite.core.kernels.spmm`); ``None``
+        for any other pair."""
+        name = getattr(reduce_func, "name", None)
+        if name not in ("sum", "mean") or getattr(reduce_func, "msg_field", None) != \
+                getattr(message_func, "out_field", None):
+            return None
+        if hasattr(message_func, "in_field") and not hasattr(message_func, "binary_op"):
+            if message_func.target != 0:
+                return None
+            return spmm(self.index, "copy_lhs", name,
+                        self._field(0, message_func.in_field), None, self.adjacency)
+        if getattr(message_func, "binary_op", None) != "mul" or \
+                {message_func.lhs, message_func.rhs} != {0, 2}:
+            return None
+        fields = {message_func.lhs: message_func.lhs_field,
+                  message_func.rhs: message_func.rhs_field}
+        return spmm(self.index, "mul", name, self._field(0, fields[0]),
+                    self._field(2, fields[2]), self.adjacency)
 
     def edges(self, order: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``(src, dst)`` of every edge, in edge-id order."""
