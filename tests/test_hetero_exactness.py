@@ -2,9 +2,9 @@
 
 For GraphConv, SAGEConv, GATConv and an R-GCN layer (a weight per relation) as
 ``HeteroGraphConv`` modules, two layers deep, in modes sar, sa and one-shot, each on
-DGL's kernels and on sarlite's torch kernels, on 1 to 4 workers: outputs of every node type, input gradients of every type (with
-``backward()`` and with ``torch.autograd.grad``; none with frozen inputs) and every
-parameter gradient. The graph has a node type without in-edges and a relation that some
+DGL's kernels and on sarlite's torch kernels, on 1 to 4 workers: outputs of every node
+type, input gradients of every type (with ``backward()`` and with
+``torch.autograd.grad``; none with frozen inputs) and every parameter gradient. The graph has a node type without in-edges and a relation that some
 partitions get no edge of (see ``hetero_cases``).
 """
 import pytest

@@ -33,6 +33,7 @@ tensor([[2.],
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -244,7 +245,6 @@ class Adjacency:
     def matrix(self, values: torch.Tensor, transposed: bool = False) -> torch.Tensor:
         """The ``(num_dst, num_src)`` sparse matrix whose entry per edge is ``values[e]``
         (summed over repeated edges); transposed: ``(num_src, num_dst)``."""
-        import warnings
         crow, col, order = (self.crow_t, self.col_t, self.order_t) if transposed else \
             (self.crow, self.col, self.order)
         size = (self.num_src, self.num_dst) if transposed else (self.num_dst, self.num_src)
