@@ -27,11 +27,11 @@ def _seeds_of(rank, world, num_owned):
     return torch.arange(0, num_owned, 3) if rank < world - 1 else torch.zeros(0, dtype=int)
 
 
-def _label_only(rank, world, config, state, mode):
+def _label_only(rank, world, config, state, mode, kernels):
     sarlite.install_dgl_dispatch()
     data = sarlite.load_partition_data(config)
     seeds = _seeds_of(rank, world, data.num_owned_nodes)
-    mfgs = sarlite.construct_mfgs(data, seeds, 2, mode=mode)
+    mfgs = sarlite.construct_mfgs(data, seeds, 2, mode=mode, kernels=kernels)
     model = TwoLayers()
     model.load_state_dict(state)
     x = data.node_features["feat"].clone().requires_grad_()
@@ -43,16 +43,16 @@ def _label_only(rank, world, config, state, mode):
             {n: p.grad for n, p in model.named_parameters()})
 
 
-@pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize("world,kernels", [(2, "dgl"), (3, "dgl"), (2, "torch")])
 @pytest.mark.parametrize("mode", ["sar", "sa", "one-shot"])
-def test_label_only_blocks_match_full_graph_at_the_seeds(tmp_path, world, mode):
+def test_label_only_blocks_match_full_graph_at_the_seeds(tmp_path, world, kernels, mode):
     g = random_graph(num_nodes=60, num_edges=300)
     g.ndata["probe"] = torch.randn(60, 6, generator=torch.Generator().manual_seed(1))
     orig, _ = sarlite.partition_graph(g, "g", world, tmp_path, return_mapping=True)
     torch.manual_seed(0)
     model = TwoLayers()
     results = spawn(_label_only, world, str(tmp_path / "g.json"), model.state_dict(),
-                    mode, timeout=180)
+                    mode, kernels, timeout=180)
     seeds = torch.cat([r[0] for r in results])          # new (reshuffled) global ids
     assert results[-1][0].numel() == 0 and seeds.numel() > 0
     x = g.ndata["feat"].clone().requires_grad_()
