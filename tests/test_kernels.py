@@ -1,12 +1,14 @@
 """sarlite.core.kernels: torch-only message passing equals DGL's ``update_all`` and
 ``gsddmm``, values and gradients, ties and destinations without in-edges included."""
+from unittest import mock
+
 import dgl
 import dgl.function as fn
 import dgl.ops
 import pytest
 import torch
 
-from sarlite.core.kernels import EdgeIndex, reduce_edges, sddmm, spmm
+from sarlite.core.kernels import Adjacency, EdgeIndex, reduce_edges, sddmm, spmm
 
 SPMM_OPS = ["add", "sub", "mul", "div", "copy_lhs", "copy_rhs"]
 SDDMM_OPS = ["add", "sub", "mul", "div", "dot", "copy_lhs", "copy_rhs"]
@@ -76,6 +78,27 @@ def test_spmm_equals_dgl_update_all_with_ties_and_empty_destinations(op, reducer
     ours = spmm(index, op, reducer, None if op == "copy_rhs" else u,
                 None if op == "copy_lhs" else e)
     _same_values_and_gradients(ours, theirs, [u, e])
+
+
+@pytest.mark.parametrize("reducer", ["max", "min"])
+def test_max_min_winners_found_a_few_edges_at_a_time_are_the_same(reducer):
+    graph, index = _block(seed=3)
+    u = _features(graph.num_src_nodes(), (3,), 4)
+    e = _features(graph.num_edges(), (3,), 5)
+    theirs = _dgl_update_all(graph, "mul", reducer, u, e)
+    with mock.patch("sarlite.core.kernels._EDGE_CHUNK", 7):        # chunks of 2 edges
+        ours = spmm(index, "mul", reducer, u, e)
+    _same_values_and_gradients(ours, theirs, [u, e])
+
+
+def test_edge_weight_gradients_taken_a_few_edges_at_a_time_are_the_same():
+    graph, index = _block(seed=6)
+    u = _features(graph.num_src_nodes(), (2, 3), 7).double()
+    e = _features(graph.num_edges(), (2, 1), 8).double()
+    theirs = _dgl_update_all(graph, "mul", "sum", u, e)
+    with mock.patch("sarlite.core.kernels._EDGE_CHUNK", 13):       # chunks of 2 edges
+        ours = spmm(index, "mul", "sum", u, e, Adjacency.of(index))
+        _same_values_and_gradients(ours, theirs, [u, e])
 
 
 @pytest.mark.parametrize("rhs_target", TARGETS)

@@ -42,6 +42,8 @@ BINARY_OPS = ("add", "sub", "mul", "div", "dot")
 COPY_OPS = ("copy_lhs", "copy_rhs")
 REDUCERS = ("sum", "mean", "max", "min")
 TARGETS = ("u", "v", "e")
+_EDGE_CHUNK = 1 << 24          # elements of one chunk of edges (max/min winners, weight
+                               # gradients of the sparse products)
 
 
 @dataclass(frozen=True)
@@ -173,20 +175,28 @@ def reduce_edges(index: EdgeIndex, messages: torch.Tensor, reducer: str) -> torc
 
 def _extreme(dst: torch.Tensor, messages: torch.Tensor, shape: tuple, reducer: str
              ) -> torch.Tensor:
-    """``max``/``min`` as a gather of each element's winning edge (differentiable)."""
-    flat = messages.reshape(messages.shape[0], -1)
-    rows = dst.unsqueeze(1).expand_as(flat)
+    """``max``/``min`` as a gather of each element's winning edge (differentiable). The
+    winners are found a chunk of edges at a time, so that besides the messages only
+    ``(num_dst, F)`` tensors and one chunk's candidates are held."""
+    flat = messages.reshape(messages.shape[0], math.prod(messages.shape[1:]))
+    num_edges = flat.shape[0]
+    if num_edges == 0:                  # keeps the (empty) graph to the messages
+        return messages.new_zeros(shape) + flat.sum() * 0
     with torch.no_grad():
+        rows = dst.unsqueeze(1).expand_as(flat)
         best = flat.new_zeros((shape[0], flat.shape[1])).scatter_reduce(
             0, rows, flat, "amax" if reducer == "max" else "amin", include_self=False)
-        edge_ids = torch.arange(flat.shape[0], device=flat.device).unsqueeze(1)
-        none = flat.shape[0]                    # the padding row: no edge arrives
-        candidates = torch.where(flat == best.gather(0, rows), edge_ids.expand_as(flat),
-                                 torch.full_like(rows, none))
-        winner = torch.full((shape[0], flat.shape[1]), none, dtype=torch.int64,
-                            device=flat.device).scatter_reduce(0, rows, candidates, "amin")
-    padded = torch.cat([flat, flat.new_zeros((1, flat.shape[1]))])
-    return padded.gather(0, winner).reshape(shape)
+        winner = torch.full(best.shape, num_edges, dtype=torch.int64, device=flat.device)
+        step = max(1, _EDGE_CHUNK // max(1, flat.shape[1]))
+        for start in range(0, num_edges, step):
+            chunk, chunk_rows = flat[start:start + step], rows[start:start + step]
+            ids = torch.arange(start, start + chunk.shape[0], device=flat.device)
+            candidates = torch.where(chunk == best.gather(0, chunk_rows),
+                                     ids.unsqueeze(1).expand_as(chunk), num_edges)
+            winner.scatter_reduce_(0, chunk_rows, candidates, "amin")
+        found = winner < num_edges
+    picked = flat.gather(0, winner.clamp(max=num_edges - 1))
+    return torch.where(found, picked, torch.zeros_like(picked)).reshape(shape)
 
 
 def spmm(index: EdgeIndex, op: str, reducer: str, lhs: torch.Tensor | None,
@@ -211,7 +221,6 @@ def spmm(index: EdgeIndex, op: str, reducer: str, lhs: torch.Tensor | None,
 
 # -- sums as sparse matrix products ----------------------------------------------------
 FUSED_DTYPES = (torch.float32, torch.float64)
-_EDGE_CHUNK = 1 << 24          # elements per edge chunk of a weight gradient
 
 
 @dataclass(frozen=True)
