@@ -8,7 +8,8 @@ import dgl.ops
 import pytest
 import torch
 
-from sarlite.core.kernels import Adjacency, EdgeIndex, reduce_edges, sddmm, spmm
+from sarlite.core.kernels import (Adjacency, EdgeIndex, copy_sum_back, reduce_edges, sddmm,
+                                  spmm)
 
 SPMM_OPS = ["add", "sub", "mul", "div", "copy_lhs", "copy_rhs"]
 SDDMM_OPS = ["add", "sub", "mul", "div", "dot", "copy_lhs", "copy_rhs"]
@@ -99,6 +100,16 @@ def test_edge_weight_gradients_taken_a_few_edges_at_a_time_are_the_same():
     with mock.patch("sarlite.core.kernels._EDGE_CHUNK", 13):       # chunks of 2 edges
         ours = spmm(index, "mul", "sum", u, e, Adjacency.of(index))
         _same_values_and_gradients(ours, theirs, [u, e])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_copy_sum_back_is_copy_u_sums_source_gradient(dtype):
+    graph, index = _block(seed=9)
+    u = _features(graph.num_src_nodes(), (2, 3), 10).to(dtype)
+    out = spmm(index, "copy_lhs", "sum", u, None)
+    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(11)).to(dtype)
+    expected = torch.autograd.grad(out, u, grad)[0]
+    torch.testing.assert_close(copy_sum_back(Adjacency.of(index), grad), expected)
 
 
 @pytest.mark.parametrize("rhs_target", TARGETS)

@@ -293,6 +293,17 @@ def fused_sum(adjacency: Adjacency, op: str, lhs: torch.Tensor | None,
                              adjacency, True)
 
 
+def copy_sum_back(adjacency: Adjacency, grad: torch.Tensor) -> torch.Tensor:
+    """``(num_src, *F)``: each source's sum of ``grad`` ``(num_dst, *F)`` over its
+    out-edges, the gradient of ``copy_u`` + ``sum`` (the transposed product; not
+    differentiable)."""
+    if grad.dtype not in FUSED_DTYPES:
+        back = EdgeIndex(adjacency.dst, adjacency.src, adjacency.num_dst, adjacency.num_src)
+        return reduce_edges(back, sddmm(back, "copy_lhs", grad, None), "sum")
+    ones = grad.new_ones(adjacency.col.shape[0])
+    return _product(adjacency, grad.contiguous(), ones, False, transposed=True)
+
+
 class _SumProduct(torch.autograd.Function):
     """``out[d] = sum over edges e into d of w[e] * x[src[e]]``, as sparse products.
 

@@ -34,7 +34,7 @@ import torch
 from dgl.ops import copy_u_sum
 
 from .capture import Captures
-from .kernels import spmm
+from .kernels import copy_sum_back
 from .message import is_copy_src
 from .shards import GraphShard, RingPlan, Step
 
@@ -540,10 +540,9 @@ def _transposed_sum(piece: GraphShard, kernels: str, grad_agg: torch.Tensor
     """``copy_u`` + ``sum``'s source gradient: the output gradient summed back along the
     piece's edges, at its source rows."""
     grad = grad_agg if piece.dst_index is None else grad_agg[piece.dst_index]
-    block = piece.reverse_block(kernels)
-    if kernels == "torch":
-        return spmm(block.index, "copy_lhs", "sum", grad, None, block.adjacency)
-    return copy_u_sum(block, grad)
+    if kernels == "torch":          # the forward block's sparse rows, read transposed
+        return copy_sum_back(piece.block(kernels).adjacency, grad)
+    return copy_u_sum(piece.reverse_block(), grad)
 
 
 def _grads(outputs, grad_outputs, inputs) -> list:

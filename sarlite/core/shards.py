@@ -77,9 +77,10 @@ class GraphShard:
             self._has_in_edges = self.index.in_degrees() > 0
         return self._has_in_edges
 
-    def reverse_block(self, kernels: str = "dgl"):
-        """The shard with edges reversed (destinations as sources), built once."""
-        return self._reversed.get(kernels)
+    def reverse_block(self):
+        """The shard with edges reversed (destinations as sources) as a DGL block, built
+        once (the torch kernels read the block's own sparse rows transposed instead)."""
+        return self._reversed.get("dgl")
 
     def chunks(self, max_rows: int, count: int) -> tuple["GraphShard", ...]:
         """The shard split by source row into ``count`` chunks (built once per size).
