@@ -8,8 +8,8 @@ import dgl.ops
 import pytest
 import torch
 
-from sarlite.core.kernels import (Adjacency, EdgeIndex, copy_sum_back, reduce_edges, sddmm,
-                                  spmm)
+from sarlite.core.kernels import (Adjacency, EdgeIndex, copy_sum_back, edge_softmax,
+                                  reduce_edges, sddmm, spmm)
 
 SPMM_OPS = ["add", "sub", "mul", "div", "copy_lhs", "copy_rhs"]
 SDDMM_OPS = ["add", "sub", "mul", "div", "dot", "copy_lhs", "copy_rhs"]
@@ -100,6 +100,23 @@ def test_edge_weight_gradients_taken_a_few_edges_at_a_time_are_the_same():
     with mock.patch("sarlite.core.kernels._EDGE_CHUNK", 13):       # chunks of 2 edges
         ours = spmm(index, "mul", "sum", u, e, Adjacency.of(index))
         _same_values_and_gradients(ours, theirs, [u, e])
+
+
+@pytest.mark.parametrize("call", ["edge_softmax", "weighted_sum", "copy_mean", "max"])
+def test_kernels_are_twice_differentiable(call):
+    """gradgradcheck: second derivatives are the true ones. (DGL's own edge_softmax is
+    not twice differentiable: its backward enters a double backward as a constant.)"""
+    _, index = _block(seed=12, num_src=6, num_dst=6, num_edges=20)
+    gen = torch.Generator().manual_seed(13)
+    x = torch.randn(6, 2, 3, generator=gen, dtype=torch.float64).requires_grad_()
+    w = torch.randn(20, 2, 1, generator=gen, dtype=torch.float64).requires_grad_()
+    adjacency = Adjacency.of(index)
+    calls = {"edge_softmax": (lambda t: edge_softmax(index, t), (w,)),
+             "weighted_sum": (lambda a, b: spmm(index, "mul", "sum", a, b, adjacency), (x, w)),
+             "copy_mean": (lambda a: spmm(index, "copy_lhs", "mean", a, None, adjacency), (x,)),
+             "max": (lambda a: spmm(index, "copy_lhs", "max", a, None), (x,))}
+    func, inputs = calls[call]
+    assert torch.autograd.gradgradcheck(func, inputs)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])

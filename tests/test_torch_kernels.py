@@ -86,3 +86,26 @@ def test_torch_kernels_build_no_dgl_graph_and_match_dgl(tmp_path, engine):
         torch.testing.assert_close(torch.cat([r[name][0] for r in results]), out[orig], **TOL)
         torch.testing.assert_close(torch.cat([r[name][1] for r in results]), grad[orig],
                                    **TOL)
+
+
+@pytest.mark.parametrize("layer", ["sage", "gcn"])
+def test_double_backward_through_one_shot_on_torch_kernels_equals_dgl(tmp_path, layer):
+    """A gradient penalty (the gradient of a gradient) on one worker, no process group.
+    (Through attention DGL drops edge_softmax's second-order term and the torch kernels
+    keep it, so GAT is left out: see tests/test_kernels.py's gradgradcheck.)"""
+    g = random_graph(num_nodes=50, num_edges=250)
+    sarlite.partition_graph(g, "g", 1, tmp_path)
+    block = sarlite.construct_full_graph(sarlite.load_partition_data(tmp_path / "g.json"),
+                                         mode="one-shot", kernels="torch")
+    torch.manual_seed(0)
+    conv = LAYERS[layer]()
+    results = []
+    for graph in (g, block):
+        conv.zero_grad()
+        x = g.ndata["feat"].clone().requires_grad_()
+        grad_x, = torch.autograd.grad(conv(graph, x).pow(2).sum(), x, create_graph=True)
+        grad_x.pow(2).sum().backward()
+        results.append([x.grad] + [p.grad.clone() for p in conv.parameters()])
+    for ours, theirs in zip(results[1], results[0]):
+        torch.testing.assert_close(ours, theirs, **TOL)
+

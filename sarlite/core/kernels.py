@@ -323,6 +323,8 @@ class _SumProduct(torch.autograd.Function):
     def backward(ctx, grad):
         x, weights = ctx.saved_tensors
         adjacency, per_head = ctx.adjacency, ctx.per_head
+        if torch.is_grad_enabled():     # create_graph: differentiate a recorded form
+            return _recorded_grads(ctx, adjacency, x, weights, per_head, grad)
         grad = grad.contiguous()
         grad_x = grad_w = None
         if ctx.needs_input_grad[0]:
@@ -330,6 +332,20 @@ class _SumProduct(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             grad_w = _edge_dots(adjacency, grad, x, per_head).reshape(weights.shape)
         return grad_x, grad_w, None, None
+
+
+def _recorded_grads(ctx, adjacency: Adjacency, x, weights, per_head: bool, grad):
+    """The gradients of :class:`_SumProduct` as a differentiable graph (for double
+    backward): the same sum with a message per edge, differentiated with
+    ``create_graph=True``."""
+    scale = weights if per_head else weights.reshape((-1,) + (1,) * (x.dim() - 1))
+    messages = x.index_select(0, adjacency.src) * scale
+    out = messages.new_zeros((adjacency.num_dst,) + tuple(x.shape[1:])).index_add(
+        0, adjacency.dst, messages)
+    wanted = [t for t, need in zip((x, weights), ctx.needs_input_grad[:2]) if need]
+    found = iter(torch.autograd.grad(out, wanted, grad, create_graph=True))
+    return (*(next(found) if need else None for need in ctx.needs_input_grad[:2]),
+            None, None)
 
 
 def _product(adjacency: Adjacency, x: torch.Tensor, weights: torch.Tensor, per_head: bool,
