@@ -3,6 +3,7 @@ import os
 from pathlib import Path
 
 import dgl
+import dgl.nn
 import pytest
 import torch
 
@@ -10,6 +11,13 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+# Three small layers (4 features in, 3 out) for engine checks on ``random_graph``.
+SMALL_LAYERS = {
+    "sage": lambda: dgl.nn.SAGEConv(4, 3, "mean"),
+    "gcn": lambda: dgl.nn.GraphConv(4, 3, allow_zero_in_degree=True),
+    "gat": lambda: dgl.nn.GATConv(4, 3, num_heads=2, allow_zero_in_degree=True),
+}
 
 
 @pytest.fixture

@@ -3,21 +3,16 @@
 On CUDA the engine picks its torch kernels by itself (``kernels`` "auto"): the DGL that pip
 installs has no CUDA kernels, and these tests build no DGL graph on the device.
 """
-import dgl.nn as dglnn
 import pytest
 import torch
 
 import sarlite
-from conftest import random_graph
+from conftest import SMALL_LAYERS, random_graph
 from harness import spawn
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="no CUDA device: the NCCL path is tested on GPUs only")
-LAYERS = {
-    "sage": lambda: dglnn.SAGEConv(4, 3, "mean"),
-    "gcn": lambda: dglnn.GraphConv(4, 3, allow_zero_in_degree=True),
-    "gat": lambda: dglnn.GATConv(4, 3, num_heads=2, allow_zero_in_degree=True),
-}
+LAYERS = SMALL_LAYERS
 
 
 def _layer_on_gpu(rank, world, config, layer, state, mode):

@@ -5,24 +5,20 @@ second run (tests/test_exactness.py, tests/test_hetero_exactness.py)."""
 from unittest import mock
 
 import dgl
-import dgl.nn as dglnn
 import pytest
 import torch
 
 import sarlite
-from conftest import random_graph
+from conftest import SMALL_LAYERS, random_graph
 from harness import spawn
+from layer_cases import dgl_graphs_refused
 from sarlite.core.blocks import make_block, resolve
 from sarlite.core.kernels import EdgeIndex
 from sarlite.core.options import EngineOptions
 from sarlite.core.torch_block import TorchBlock
 
 TOL = {"rtol": 1e-4, "atol": 1e-5}
-LAYERS = {
-    "sage": lambda: dglnn.SAGEConv(4, 3, "mean"),
-    "gcn": lambda: dglnn.GraphConv(4, 3, allow_zero_in_degree=True),
-    "gat": lambda: dglnn.GATConv(4, 3, num_heads=2, allow_zero_in_degree=True),
-}
+LAYERS = SMALL_LAYERS
 
 
 def test_auto_picks_dgls_kernels_on_cpu_and_torchs_elsewhere():
@@ -52,10 +48,8 @@ def _no_dgl_graphs(rank, world, config, states, engine):
     sarlite.install_dgl_dispatch()
     data = sarlite.load_partition_data(config)
     g = sarlite.construct_full_graph(data, **engine)
-    refused = AssertionError("a DGL graph was built under kernels='torch'")
     results = {}
-    with mock.patch("dgl.create_block", side_effect=refused), \
-            mock.patch("dgl.graph", side_effect=refused):
+    with dgl_graphs_refused(True):
         for name, state in states.items():
             layer = LAYERS[name]()
             layer.load_state_dict(state)

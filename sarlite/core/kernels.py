@@ -212,8 +212,8 @@ def spmm(index: EdgeIndex, op: str, reducer: str, lhs: torch.Tensor | None,
     if adjacency is not None and reducer in ("sum", "mean"):
         out = fused_sum(adjacency, op, lhs, rhs)
         if out is not None:
-            if reducer == "mean":
-                degrees = index.in_degrees().clamp(min=1).to(out.dtype)
+            if reducer == "mean":          # in-degrees: the row lengths of the CSR
+                degrees = adjacency.crow.diff().clamp(min=1).to(out.dtype)
                 out = out / degrees.reshape((-1,) + (1,) * (out.dim() - 1))
             return out
     return reduce_edges(index, sddmm(index, op, lhs, rhs, "u", "e"), reducer)

@@ -202,15 +202,6 @@ class TorchBlock:
         return spmm(self.index, "mul", name, self._field(0, fields[0]),
                     self._field(2, fields[2]), self.adjacency)
 
-    def edges(self, order: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(src, dst)`` of every edge, in edge-id order."""
-        return self.index.src, self.index.dst
-
-    def to(self, device) -> "TorchBlock":
-        """The block's structure on ``device`` (its data is not carried, as DGL's
-        ``to`` carries it: the engine sets data inside a scope)."""
-        return TorchBlock(self.index.to(device))
-
     def _edge_values(self, func) -> dict:
         if hasattr(func, "binary_op"):
             out = sddmm(self.index, func.binary_op, self._field(func.lhs, func.lhs_field),
