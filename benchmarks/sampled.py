@@ -10,7 +10,7 @@ of width 64, Adam. DGL runs ``dgl.dataloading.DataLoader`` with a ``NeighborSamp
 sarlite has workers, and batches of ``--batch-size`` seeds; sarlite runs
 ``DistNodeDataLoader`` with a ``DistNeighborSampler`` on each of N workers (one thread
 each) over the training nodes it owns (``node_split(..., force_even=False)``, so that
-the seeds' hop is sampled locally; ``sarlite.init(mmap_threshold=None)``), with
+the seeds' hop is sampled locally; ``sarlite.init(mmap_threshold="retain")``), with
 ``--batch-size / N`` seeds per worker and step, so that a step trains on as many seeds in
 all as a DGL step.
 An epoch's time is the slowest worker's; the median over the epochs after the first is
@@ -102,7 +102,7 @@ def sarlite_worker(args) -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     # as sarlite.comm.allocator advises for mini-batches (and `sarlite train` does)
-    rank, world = sarlite.init(backend="gloo", mmap_threshold=None)
+    rank, world = sarlite.init(backend="gloo", mmap_threshold="retain")
     data = sarlite.load_partition_data(args.config)
     num_classes = int(sarlite.comm.all_reduce(
         data.node_features["label"].max().reshape(1), "max", kind="benchmark")) + 1

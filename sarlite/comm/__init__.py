@@ -6,12 +6,13 @@ from .collectives import (agree_row_shapes, all_gather_object, all_reduce, all_r
                           scatter_object)
 from .context import comm_device, init, rank, world_size
 from .errors import CollectiveError
-from .exchange import PendingRows, all_to_all_rows, exchange_sizes, ring_exchange
+from .exchange import (PendingRows, all_to_all_rows, exchange_sizes, ring_exchange,
+                       start_known_rows)
 from .params import all_reduce_gradients, sync_params
 
 __all__ = ["CollectiveError", "PendingRows", "agree_row_shapes", "all_gather_object",
            "all_reduce", "all_reduce_autograd", "all_reduce_gradients", "all_to_all_rows",
            "barrier", "broadcast", "broadcast_object", "comm_device", "exchange_sizes",
-           "finalize", "init", "rank", "ring_exchange", "scatter_object", "sync_params",
-           "traffic",
+           "finalize", "init", "rank", "ring_exchange", "scatter_object", "start_known_rows",
+           "sync_params", "traffic",
            "world_size"]

@@ -18,9 +18,14 @@ which has always run with the threshold fixed.
 That cost is worth paying where buffers scale with the graph (full-graph training), not
 in **sampled mini-batch training**, whose buffers are bounded by the batch and are made
 afresh every step: there a fixed threshold page-faults every batch's features and
-activations again (``benchmarks.sampled``: 1.15 s against 0.73 s per epoch at N=2). Pass
-``sarlite.init(mmap_threshold=None)`` for such a script; ``sarlite train`` does so when
-``train.sampling`` is set.
+activations again (``benchmarks.sampled``: 1.15 s against 0.73 s per epoch at N=2).
+glibc's default does better but still gives pages back when the top of the heap is
+free, and mmaps every buffer larger than the biggest one freed so far. For such scripts
+``sarlite.init(mmap_threshold="retain")`` (:func:`retain_freed_memory`) does the
+opposite of the fixed threshold: buffers up to 1 GiB come from the heap, and the heap
+keeps what is freed, so that the next batch reuses pages that are already mapped. The
+resident set then stays at the largest batch's peak; ``sarlite train`` does this when
+``train.sampling`` is set. ``None`` leaves the allocator alone.
 """
 from __future__ import annotations
 
@@ -31,50 +36,90 @@ import os
 
 log = logging.getLogger("sarlite.comm")
 
-M_MMAP_THRESHOLD = -3            # glibc's mallopt parameter number
+M_TRIM_THRESHOLD = -1            # glibc's mallopt parameter numbers
+M_MMAP_THRESHOLD = -3
 DEFAULT_THRESHOLD = 128 * 1024   # glibc's initial value, kept fixed
+RETAIN = "retain"
+RETAIN_MMAP_THRESHOLDS = (2**30, 32 * 2**20)   # 1 GiB; else glibc's own ceiling, 32 MiB
+RETAIN_TRIM_THRESHOLD = 2**31 - 1              # the largest value mallopt takes
 ENV = "SARLITE_MMAP_THRESHOLD"
 
 
-def threshold_from_env(environ=os.environ) -> int | None:
-    """The threshold to fix, in bytes: ``SARLITE_MMAP_THRESHOLD`` (``0`` or ``off``: none)
-    or :data:`DEFAULT_THRESHOLD`; ``None`` when glibc's own ``MALLOC_MMAP_THRESHOLD_`` is
+def threshold_from_env(environ=os.environ) -> int | str | None:
+    """The setting for :func:`configure` from the environment: ``SARLITE_MMAP_THRESHOLD``
+    (bytes to fix the threshold at; ``retain``; ``0`` or ``off``: none), by default
+    :data:`DEFAULT_THRESHOLD`; ``None`` when glibc's own ``MALLOC_MMAP_THRESHOLD_`` is
     set (the user's choice stands).
 
     Raises
     ------
     ValueError
-        ``SARLITE_MMAP_THRESHOLD`` is neither a non-negative integer nor ``off``.
+        ``SARLITE_MMAP_THRESHOLD`` is neither a non-negative integer, ``retain`` nor
+        ``off``.
     """
     if "MALLOC_MMAP_THRESHOLD_" in environ:
         return None
     value = environ.get(ENV, str(DEFAULT_THRESHOLD)).strip().lower()
     if value in ("off", "0"):
         return None
+    if value == RETAIN:
+        return RETAIN
     if not value.isdigit():
-        raise ValueError(f"{ENV} must be a number of bytes or 'off', got {value!r}")
+        raise ValueError(f"{ENV} must be a number of bytes, 'retain' or 'off', got "
+                         f"{value!r}")
     return int(value)
 
 
-def fix_mmap_threshold(threshold: int) -> bool:
-    """Set glibc's mmap threshold to ``threshold`` bytes (and stop it from moving).
-    Local; returns whether the allocator took it (``False`` off glibc)."""
+def _mallopt(param: int, value: int) -> bool:
+    """glibc's ``mallopt(param, value)``; ``False`` when it refuses or is missing."""
     name = ctypes.util.find_library("c")
     try:
         libc = ctypes.CDLL(name)
     except OSError:
         return False
     mallopt = getattr(libc, "mallopt", None)
-    return bool(mallopt is not None and mallopt(M_MMAP_THRESHOLD, int(threshold)))
+    return bool(mallopt is not None and mallopt(param, int(value)))
 
 
-def configure(threshold: int | None) -> None:
-    """What :func:`sarlite.init` calls: fix the threshold (``None``: leave the allocator
-    alone) and log the outcome. Local."""
-    if threshold is None:
+def fix_mmap_threshold(threshold: int) -> bool:
+    """Set glibc's mmap threshold to ``threshold`` bytes (and stop it from moving).
+    Local; returns whether the allocator took it (``False`` off glibc)."""
+    return _mallopt(M_MMAP_THRESHOLD, threshold)
+
+
+def retain_freed_memory() -> bool:
+    """Serve buffers up to 1 GiB (32 MiB where glibc takes no more) from the heap, and
+    never give freed heap memory back to the system, so that a process that makes
+    buffers of the same sizes again and again (mini-batch training) reuses mapped pages
+    instead of page-faulting fresh ones. Local; returns whether the allocator took both
+    settings (``False`` off glibc)."""
+    return any(_mallopt(M_MMAP_THRESHOLD, t) for t in RETAIN_MMAP_THRESHOLDS) and \
+        _mallopt(M_TRIM_THRESHOLD, RETAIN_TRIM_THRESHOLD)
+
+
+def configure(setting: int | str | None) -> None:
+    """What :func:`sarlite.init` calls: fix the threshold at ``setting`` bytes,
+    :func:`retain_freed_memory` for ``"retain"``, or leave the allocator alone for
+    ``None``; log the outcome. Local.
+
+    Raises
+    ------
+    ValueError
+        ``setting`` is none of these.
+    """
+    if setting is None:
         return
-    if fix_mmap_threshold(threshold):
-        log.debug("malloc: mmap threshold fixed at %d bytes (freed buffers leave the "
-                  "process; %s=off keeps glibc's default)", threshold, ENV)
+    if setting == RETAIN:
+        took = retain_freed_memory()
+        what = "freed memory kept in the process for reuse (mini-batch training)"
+    elif isinstance(setting, int) and not isinstance(setting, bool) and setting > 0:
+        took = fix_mmap_threshold(setting)
+        what = (f"mmap threshold fixed at {setting} bytes (freed buffers leave the "
+                f"process; {ENV}=off keeps glibc's default)")
     else:
-        log.debug("malloc: this C library has no mallopt(M_MMAP_THRESHOLD); left alone")
+        raise ValueError(f"mmap_threshold must be a positive number of bytes, 'retain', "
+                         f"'auto' or None, got {setting!r}")
+    if took:
+        log.debug("malloc: %s", what)
+    else:
+        log.debug("malloc: this C library did not take mallopt; left alone")

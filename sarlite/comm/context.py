@@ -55,9 +55,10 @@ def init(backend: str | None = None, timeout: timedelta | float | None = None,
     It fixes glibc's mmap threshold (keyword-only ``mmap_threshold``, in bytes), so that
     freed shard buffers leave the process instead of staying in its heap (see
     :mod:`sarlite.comm.allocator`): ``"auto"`` (default) takes ``SARLITE_MMAP_THRESHOLD``
-    (bytes, or ``off``; default 128 KiB) unless glibc's ``MALLOC_MMAP_THRESHOLD_`` is
-    set; ``None`` leaves the allocator alone (the choice for sampled mini-batch training,
-    whose per-step buffers would otherwise be page-faulted anew every step).
+    (bytes, ``retain`` or ``off``; default 128 KiB) unless glibc's
+    ``MALLOC_MMAP_THRESHOLD_`` is set. ``"retain"`` is the choice for sampled mini-batch
+    training: freed memory stays in the process, so that every step reuses the last
+    step's pages instead of page-faulting fresh ones. ``None`` leaves the allocator alone.
 
     Returns
     -------
@@ -69,7 +70,8 @@ def init(backend: str | None = None, timeout: timedelta | float | None = None,
     RuntimeError
         No launcher's variables are set, or ``MASTER_ADDR`` is missing.
     ValueError
-        A launcher variable is malformed (not an integer, rank out of range).
+        A launcher variable is malformed (not an integer, rank out of range), or
+        ``mmap_threshold`` is not one of the values above.
     CollectiveError
         The ranks did not all join within ``timeout``.
     """

@@ -229,3 +229,34 @@ def _split_all_to_all(out: torch.Tensor, flat: torch.Tensor, recv_counts: list[i
         for at, (start, rows), piece in zip(recv_at, recv_p,
                                             recv.split([rows for _, rows in recv_p])):
             out.narrow(0, at + start, rows).copy_(piece)
+
+
+def start_known_rows(chunks: list[torch.Tensor], recv_counts: list[int],
+                     kind: str) -> PendingRows:
+    """Start sending ``chunks[k]`` to rank ``k`` when this rank already knows how many rows
+    each rank sends it (``recv_counts[k]``): one asynchronous ``all_to_all_single``, no
+    header exchange. ``wait()`` on the result gives the received rows, rank 0's first.
+
+    For exchanges whose sizes were settled by an earlier one, such as the answers to a
+    pull, whose rows have the shape and dtype the ranks agreed on when the tensor was
+    created. Collective: every rank calls it in the same order; the chunks' trailing shape
+    and dtype must be the same on every rank and ``recv_counts`` must equal what the
+    others send (gloo aborts on a mismatch, so callers derive both from an exchange they
+    already checked). Returns at once; local work can run until ``wait()``.
+    """
+    size = world_size()
+    if len(chunks) != size or len(recv_counts) != size:
+        raise ValueError(f"need one chunk and one count per rank ({size}), got "
+                         f"{len(chunks)} and {len(recv_counts)}")
+    row_shape, device = chunks[0].shape[1:], chunks[0].device
+    flat = torch.cat([_as_rows(c) for c in chunks]).to(comm_device()).contiguous()
+    out = flat.new_empty((sum(recv_counts), flat.shape[1]))
+    if size == 1:
+        return PendingRows([], flat, row_shape, device)
+    send_counts = [c.shape[0] for c in chunks]
+    work = guarded(kind, lambda: dist.all_to_all_single(out, flat, recv_counts, send_counts,
+                                                       async_op=True))
+    me = rank()
+    traffic.record(kind, _nbytes(flat) - _nbytes(_as_rows(chunks[me])),
+                   out.shape[1] * out.element_size() * (sum(recv_counts) - recv_counts[me]))
+    return PendingRows([work], out, row_shape, device, kind)

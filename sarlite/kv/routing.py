@@ -5,8 +5,9 @@ range of partition ``p``. Pulling sends each requested id to its owner and bring
 back (:func:`ask_owners`, the round trip that graph queries such as sampling use too);
 pushing sends ``(id, row)`` pairs to the owner. Both start with
 :func:`~sarlite.kv.protocol.exchange_ids` (sizes, then the ids with their header) and then
-move the rows with one more ``all_to_all_rows`` (sizes, then the payload). A rank's own
-ids never enter the exchange. Rows travel as raw bytes, so every dtype can be moved
+move the rows: a pull's answers in one exchange (each rank knows how many rows it asked
+for), a push's and a graph query's with one more ``all_to_all_rows`` (sizes, then the
+payload). A rank's own ids never enter the exchange. Rows travel as raw bytes, so every dtype can be moved
 (gloo itself lacks some, such as int16).
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from ..comm import all_to_all_rows, rank, world_size
+from ..comm import all_to_all_rows, rank, start_known_rows, world_size
 from ..partition import EdgePartitionPolicy, NodePartitionPolicy
 from ..partition.book import as_id_tensor
 from .protocol import KVCall, exchange_ids
@@ -123,17 +124,30 @@ def pull_rows(ids: torch.Tensor, policy: Policy,
     """Rows ``ids`` (``(n,)`` int64, checked) of a sharded tensor, in the caller's order.
 
     ``serve(local_ids)`` returns the rows of this rank's shard at those local ids, shape
-    ``(k, *row_shape)``, the same ``row_shape`` and dtype on every rank. Duplicates are
-    requested once: the ids are made unique before they are sent, so each owner sends
-    each row once. Collective and blocking: every rank calls it, possibly with no ids.
-    Returns ``(n, *row_shape)``.
+    ``(k, *row_shape)``, the same ``row_shape`` and dtype on every rank (the shape the
+    ranks agreed on when the tensor was made). Duplicates are requested once: the ids are
+    made unique before they are sent, so each owner sends each row once. Each rank
+    knows how many rows it asked of each owner, so the answers move without a header
+    exchange, and this rank reads its own rows while they travel. Collective and
+    blocking: every rank calls it, possibly with no ids (two row exchanges: the ids,
+    then the rows). Returns ``(n, *row_shape)``.
     """
+    me = rank()
     unique, inverse = torch.unique(ids, sorted=True, return_inverse=True)
-    like = serve(policy.to_local(unique[:0]))
-    answers = ask_owners(unique, policy.to_partid(unique), lambda requests: [
-        _as_bytes(serve(policy.to_local(asked))) for asked in requests], call)
-    # sorted ids are grouped by owner in rank order, so the answers line up with them
-    return take_rows(torch.cat([_from_bytes(got, like) for got in answers]), inverse)
+    # sorted ids are grouped by owner in rank order
+    counts = _owner_counts(policy.to_partid(unique))
+    chunks = list(unique.split(counts))
+    mine, chunks[me] = chunks[me], chunks[me][:0]
+    requests = exchange_ids(chunks, call)
+    requests[me] = mine[:0]
+    like = serve(policy.to_local(mine[:0]))
+    pending = start_known_rows([_as_bytes(serve(policy.to_local(asked)))
+                                for asked in requests],
+                               counts[:me] + [0] + counts[me + 1:], call.kind)
+    own = _as_bytes(serve(policy.to_local(mine)))
+    received = list(pending.wait().split(counts[:me] + [0] + counts[me + 1:]))
+    received[me] = own
+    return take_rows(_from_bytes(torch.cat(received), like), inverse)
 
 
 def push_rows(ids: torch.Tensor, values: torch.Tensor, policy: Policy,

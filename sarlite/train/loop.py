@@ -345,9 +345,10 @@ def run(cfg: Config) -> dict:
         while writing <path>" (every rank at the start and for checkpoints; rank 0 for
         metrics.jsonl, summary.json and curves.png).
     """
-    # sampled steps allocate fresh batch buffers each step: with glibc's threshold fixed
-    # each is page-faulted anew (sarlite.comm.allocator), so sampling leaves it alone
-    rank, world = comm.init(mmap_threshold="auto" if cfg.train.sampling is None else None)
+    # sampled steps allocate batch-sized buffers every step: sampling keeps freed memory
+    # in the process for the next step instead of page-faulting it anew
+    # (sarlite.comm.allocator)
+    rank, world = comm.init(mmap_threshold="auto" if cfg.train.sampling is None else "retain")
     out_dir = Path(cfg.train.out_dir)
     on_rank0(lambda: _prepare_out_dir(cfg), rank, "prepare_out_dir")
     part_config = prepare_partitions(cfg, rank, world)
