@@ -117,6 +117,9 @@ SUITES: dict[str, list[Case]] = {
     "quick": [SAGE_100K],
     "full": [SAGE_100K, GCN_100K, GAT_100K, SAGE_POWERLAW, SAGE_UNIFORM, SAGE_400K],
 }
+# the case whose graph the full suite's sampled-training comparison (benchmarks.sampled,
+# sarlite N=2 against single-process DGL) runs on, with the extras
+SAMPLED_CASE = SAGE_100K.name
 # the extra runs each case of a suite makes besides the plain modes
 EXTRAS: dict[str, dict[str, tuple[tuple[str, tuple[int, ...]], ...]]] = {
     "quick": {},

@@ -18,7 +18,10 @@ this one invocation and with the same initial parameters:
   invocation, so the planner has room for one-shot layers (its plan is in the record);
   on the SAGE and GCN 100k cases, ``sar-torch`` and ``one-shot-torch`` on N = 2: sar and
   one-shot on sarlite's torch kernels (``engine.kernels: torch``) instead of DGL's.
-  The variants can also be named in ``--modes``.
+  The variants can also be named in ``--modes``. With the extras and the SAGE 100k case,
+  the full suite also makes the sampled-training comparison of
+  :mod:`benchmarks.sampled` (sarlite N=2 against single-process DGL, into
+  ``OUT/sampled``, about a minute).
 
 Each run is its own set of processes, so a peak is that run's alone. Per run it records
 the median epoch time over the timed epochs after the warm-up, per-worker memory (RSS
@@ -49,8 +52,8 @@ from pathlib import Path
 
 from . import common
 from .bound import expected_bytes, layer_exchanges, lower_bound
-from .cases import (BUDGET_MARGIN, EXTRAS, FROM_PEAKS, MODES, SUITES, VARIANTS, WORLD_SIZES,
-                    Case, base_mode)
+from .cases import (BUDGET_MARGIN, EXTRAS, FROM_PEAKS, MODES, SAMPLED_CASE, SUITES, VARIANTS,
+                    WORLD_SIZES, Case, base_mode)
 from .report import HALO_KINDS, write_report
 
 
@@ -199,6 +202,21 @@ def run_case(case: Case, plan: list[tuple[str, int]], args, out: Path,
     return ok
 
 
+def run_sampled(case: Case, args, out: Path) -> bool:
+    """The sampled-training comparison on ``case``'s graph (:mod:`benchmarks.sampled`,
+    N=2), into ``out/sampled``; whether it finished."""
+    from . import sampled
+    print(f"sampled training, {case.name}'s graph: DGL and sarlite N=2 ...", flush=True)
+    try:
+        sampled.main(["--world-size", "2", "--num-nodes", str(case.num_nodes),
+                      "--out", str(out / "sampled"), "--cache", str(args.cache),
+                      "--timeout", str(args.timeout)])
+    except (RuntimeError, subprocess.TimeoutExpired) as err:
+        print(f"sampled training FAILED: {str(err).splitlines()[0][:200]}", flush=True)
+        return False
+    return True
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.run", description=__doc__,
@@ -220,7 +238,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="leave out the suite's extra runs (full suite: sar N=8, "
                         "sar-chunked N=2,4,8, sar-bf16/fp16 N=2,4 on the SAGE homophilous "
                         "and uniform cases; budget N=4 on the GAT case; sar-torch and "
-                        "one-shot-torch N=2 on the SAGE and GCN 100k cases)")
+                        "one-shot-torch N=2 on the SAGE and GCN 100k cases; the sampled-"
+                        "training comparison, sarlite N=2 against DGL, on the SAGE 100k "
+                        "graph)")
     parser.add_argument("--world-sizes", nargs="+", type=int, default=list(WORLD_SIZES),
                         metavar="N", help="sarlite worker counts (default 1 2 4)")
     sizes = parser.add_argument_group("overrides for every selected case (tests, tries)")
@@ -286,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     ok, counter = True, [0]
     for case in cases:
         ok &= run_case(case, plans[case.name], args, out, counter, total)
+    if args.suite == "full" and not args.no_extras and \
+            any(c.name == SAMPLED_CASE for c in cases):
+        ok &= run_sampled(next(c for c in cases if c.name == SAMPLED_CASE), args, out)
     table = write_report(out, args.suite)
     print(f"done in {time.perf_counter() - start:.0f} s; table: {table}", flush=True)
     return 0 if ok else 1

@@ -139,6 +139,10 @@ def main(argv=None) -> int:
                         help="seeds per step in all (DGL's batch; split over the workers)")
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--out", type=Path, default=common.RESULTS / "sampled")
+    parser.add_argument("--cache", type=Path, default=common.CACHE,
+                        help="where the generated graph and its partition are kept")
+    parser.add_argument("--timeout", type=float, default=1800,
+                        help="seconds per run before it is killed")
     parser.add_argument("--worker", choices=("dgl", "sarlite"), help=argparse.SUPPRESS)
     parser.add_argument("--graph", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
@@ -151,18 +155,19 @@ def main(argv=None) -> int:
     if args.worker == "sarlite":
         sarlite_worker(args)
         return 0
-    graph, config = common.cached_partition(args.num_nodes, 20.0, 128, args.world_size)
+    graph, config = common.cached_partition(args.num_nodes, 20.0, 128, args.world_size,
+                                            cache=args.cache)
     common_args = ["--batch-size", str(args.batch_size), "--epochs", str(args.epochs)]
     print(f"DGL, 1 process, {args.world_size} threads ...", end=" ", flush=True)
     dgl = _summary(common.run_json(
         [sys.executable, "-m", "benchmarks.sampled", "--worker", "dgl", "--graph", str(graph),
-         "--threads", str(args.world_size), *common_args], timeout=1800))
+         "--threads", str(args.world_size), *common_args], timeout=args.timeout))
     print(f"epoch {dgl['epoch_s']:.2f} s", flush=True)
     print(f"sarlite, N={args.world_size} ...", end=" ", flush=True)
     ours = _summary(common.run_json(common.torchrun(
         args.world_size, "benchmarks.sampled",
         ["--worker", "sarlite", "--config", str(config), *common_args]),
-        timeout=1800, num_procs=args.world_size))
+        timeout=args.timeout, num_procs=args.world_size))
     print(f"epoch {ours['epoch_s']:.2f} s", flush=True)
     result = {"world_size": args.world_size, "num_nodes": args.num_nodes,
               "batch_size": args.batch_size, "dgl": dgl, "sarlite": ours,

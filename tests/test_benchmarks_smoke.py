@@ -224,3 +224,29 @@ def test_auto_budgets_run_from_every_layer_one_shot_down_to_the_most_frugal_plan
     costs = [RankCosts(**{**measured[0], "row_bytes": (512, 1024, 40)})]
     plans = [choose(costs, b).layers for b in budgets]      # every budget has a plan
     assert plans[0] == (LADDER[0],) * 3 and plans[-1] != plans[0]
+
+
+def test_the_sampled_comparison_times_both_sides_and_reports_their_ratio(tmp_path):
+    from benchmarks import sampled
+    assert sampled.main(["--num-nodes", "2000", "--epochs", "2", "--batch-size", "200",
+                         "--out", str(tmp_path / "sampled"), "--cache",
+                         str(tmp_path / "cache"), "--timeout", "120"]) == 0
+    result = json.loads((tmp_path / "sampled" / "summary.json").read_text())
+    for side in ("dgl", "sarlite"):
+        assert result[side]["epoch_s"] > 0 and result[side]["loader_s"] > 0
+    assert result["ratio"] == result["sarlite"]["epoch_s"] / result["dgl"]["epoch_s"]
+    assert "| sarlite, N=2 |" in (tmp_path / "sampled" / "summary.md").read_text()
+
+
+def test_targets_include_the_sampled_goal_and_every_largest_graph_search():
+    from benchmarks.report import targets
+    largest = [{"budget_gib": 3, "ratios": {"sar4": 3.75}, "max_rows_per_step": 2048},
+               {"budget_gib": 2.4, "ratios": {"sar8": 7.0}, "max_rows_per_step": 2048}]
+    sampled = {"world_size": 2, "num_nodes": 100000, "ratio": 1.8}
+    checks = {t.target.split(" (")[0]: t for t in targets([], largest, sampled)}
+    assert checks["largest graph, sarlite N=4 sar / DGL >= 3.5x"].status == "PASS"
+    n8 = checks["largest graph, sarlite N=8 sar / DGL >= 6x"]
+    assert n8.status == "PASS" and n8.case.startswith("2.4 GiB per process, 2048-row steps")
+    assert "goal set at 3 GiB" in n8.case
+    sampled_check = next(t for name, t in checks.items() if name.startswith("sampled"))
+    assert sampled_check.status == "FAIL" and sampled_check.measured == 1.8
