@@ -324,7 +324,8 @@ def write_report(out: Path, suite: str) -> Path:
         lines.append(f"![{case}](plots/{case}.png)")
     if largest:
         lines += ["", "Largest graph searches: " + ", ".join(
-            f"[{name}](../{name.replace('.json', '.md')})" for name in LARGEST
+            f"[{name.replace('.json', '.md')}](../{name.replace('.json', '.md')})"
+            for name in LARGEST
             if (common.RESULTS / name).exists()) + "."]
     if sampled is not None:
         lines += ["", "Sampled training: [sampled/summary.md](sampled/summary.md)."]
