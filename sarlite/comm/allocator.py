@@ -25,7 +25,8 @@ free, and mmaps every buffer larger than the biggest one freed so far. For such 
 opposite of the fixed threshold: buffers up to 1 GiB come from the heap, and the heap
 keeps what is freed, so that the next batch reuses pages that are already mapped. The
 resident set then stays at the largest batch's peak; ``sarlite train`` does this when
-``train.sampling`` is set. ``None`` leaves the allocator alone.
+``train.sampling`` is set, unless ``SARLITE_MMAP_THRESHOLD`` says otherwise. ``None``
+leaves the allocator alone.
 """
 from __future__ import annotations
 
@@ -45,11 +46,13 @@ RETAIN_TRIM_THRESHOLD = 2**31 - 1              # the largest value mallopt takes
 ENV = "SARLITE_MMAP_THRESHOLD"
 
 
-def threshold_from_env(environ=os.environ) -> int | str | None:
+def threshold_from_env(environ=os.environ,
+                       default: int | str = DEFAULT_THRESHOLD) -> int | str | None:
     """The setting for :func:`configure` from the environment: ``SARLITE_MMAP_THRESHOLD``
-    (bytes to fix the threshold at; ``retain``; ``0`` or ``off``: none), by default
-    :data:`DEFAULT_THRESHOLD`; ``None`` when glibc's own ``MALLOC_MMAP_THRESHOLD_`` is
-    set (the user's choice stands).
+    (bytes to fix the threshold at; ``retain``; ``0`` or ``off``: none), else ``default``
+    (:data:`DEFAULT_THRESHOLD`; ``sarlite train`` passes :data:`RETAIN` for sampled
+    training); ``None`` when glibc's own ``MALLOC_MMAP_THRESHOLD_`` is set (the user's
+    choice stands).
 
     Raises
     ------
@@ -59,7 +62,7 @@ def threshold_from_env(environ=os.environ) -> int | str | None:
     """
     if "MALLOC_MMAP_THRESHOLD_" in environ:
         return None
-    value = environ.get(ENV, str(DEFAULT_THRESHOLD)).strip().lower()
+    value = environ.get(ENV, str(default)).strip().lower()
     if value in ("off", "0"):
         return None
     if value == RETAIN:

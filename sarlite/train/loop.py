@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from .. import comm
-from ..comm import health
+from ..comm import allocator, health
 from ..core import construct_full_graph, construct_mfgs, install_dgl_dispatch
 from ..comm.resident import peak_resident_bytes, reset_peak
 from ..partition import HeteroPartitionData, PartitionData, load_partition_data
@@ -347,8 +347,9 @@ def run(cfg: Config) -> dict:
     """
     # sampled steps allocate batch-sized buffers every step: sampling keeps freed memory
     # in the process for the next step instead of page-faulting it anew
-    # (sarlite.comm.allocator)
-    rank, world = comm.init(mmap_threshold="auto" if cfg.train.sampling is None else "retain")
+    # (sarlite.comm.allocator; SARLITE_MMAP_THRESHOLD still overrides)
+    rank, world = comm.init(mmap_threshold="auto" if cfg.train.sampling is None else
+                            allocator.threshold_from_env(default=allocator.RETAIN))
     out_dir = Path(cfg.train.out_dir)
     on_rank0(lambda: _prepare_out_dir(cfg), rank, "prepare_out_dir")
     part_config = prepare_partitions(cfg, rank, world)
