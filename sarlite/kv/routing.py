@@ -125,29 +125,35 @@ def pull_rows(ids: torch.Tensor, policy: Policy,
 
     ``serve(local_ids)`` returns the rows of this rank's shard at those local ids, shape
     ``(k, *row_shape)``, the same ``row_shape`` and dtype on every rank (the shape the
-    ranks agreed on when the tensor was made). Duplicates are requested once: the ids are
-    made unique before they are sent, so each owner sends each row once. Each rank
-    knows how many rows it asked of each owner, so the answers move without a header
-    exchange, and this rank reads its own rows while they travel. Collective and
-    blocking: every rank calls it, possibly with no ids (two row exchanges: the ids,
-    then the rows). Returns ``(n, *row_shape)``.
+    ranks agreed on when the tensor was made). Other ranks' ids are requested once each
+    (duplicates are dropped before they are sent). Each rank knows how many rows it asked
+    of each owner, so the answers move without a header exchange, and this rank reads
+    its own rows while they travel: one gather from the shard in the caller's order, into
+    which the received rows are then copied. Collective and blocking: every rank calls
+    it, possibly with no ids (two row exchanges: the ids, then the rows). Returns
+    ``(n, *row_shape)``.
     """
     me = rank()
-    unique, inverse = torch.unique(ids, sorted=True, return_inverse=True)
-    # sorted ids are grouped by owner in rank order
+    owner = policy.to_partid(ids)
+    own_at = torch.nonzero(owner == me).squeeze(1)
+    remote_at = torch.nonzero(owner != me).squeeze(1)
+    # sorted ids are grouped by owner in rank order (this rank's group is empty)
+    unique, inverse = torch.unique(ids[remote_at], sorted=True, return_inverse=True)
     counts = _owner_counts(policy.to_partid(unique))
-    chunks = list(unique.split(counts))
-    mine, chunks[me] = chunks[me], chunks[me][:0]
-    requests = exchange_ids(chunks, call)
-    requests[me] = mine[:0]
-    like = serve(policy.to_local(mine[:0]))
+    requests = exchange_ids(list(unique.split(counts)), call)    # none from this rank
     pending = start_known_rows([_as_bytes(serve(policy.to_local(asked)))
-                                for asked in requests],
-                               counts[:me] + [0] + counts[me + 1:], call.kind)
-    own = _as_bytes(serve(policy.to_local(mine)))
-    received = list(pending.wait().split(counts[:me] + [0] + counts[me + 1:]))
-    received[me] = own
-    return take_rows(_from_bytes(torch.cat(received), like), inverse)
+                                for asked in requests], counts, call.kind)
+    like = serve(policy.to_local(ids[:0]))
+    if own_at.numel():
+        # every position reads a row of the shard; other ranks' rows then overwrite theirs
+        local = torch.full_like(ids, 0)
+        local[own_at] = policy.to_local(ids[own_at])
+        local[remote_at] = int(local[own_at[0]])
+        rows = serve(local)
+    else:
+        rows = like.new_empty((ids.shape[0],) + like.shape[1:])
+    received = _from_bytes(pending.wait(), like)
+    return rows.index_copy_(0, remote_at, take_rows(received, inverse))
 
 
 def push_rows(ids: torch.Tensor, values: torch.Tensor, policy: Policy,
