@@ -20,8 +20,8 @@ this one invocation and with the same initial parameters:
   one-shot on sarlite's torch kernels (``engine.kernels: torch``) instead of DGL's.
   The variants can also be named in ``--modes``. With the extras and the SAGE 100k case,
   the full suite also makes the sampled-training comparison of
-  :mod:`benchmarks.sampled` (sarlite N=2 against single-process DGL, into
-  ``OUT/sampled``, about a minute).
+  :mod:`benchmarks.sampled` (sarlite N=2 against single-process DGL, three pairs of
+  runs, into ``OUT/sampled``, about two minutes).
 
 Each run is its own set of processes, so a peak is that run's alone. Per run it records
 the median epoch time over the timed epochs after the warm-up, per-worker memory (RSS
@@ -209,7 +209,7 @@ def run_sampled(case: Case, args, out: Path) -> bool:
     print(f"sampled training, {case.name}'s graph: DGL and sarlite N=2 ...", flush=True)
     try:
         sampled.main(["--world-size", "2", "--num-nodes", str(case.num_nodes),
-                      "--out", str(out / "sampled"), "--cache", str(args.cache),
+                      "--repeats", "3", "--out", str(out / "sampled"), "--cache", str(args.cache),
                       "--timeout", str(args.timeout)])
     except (RuntimeError, subprocess.TimeoutExpired) as err:
         print(f"sampled training FAILED: {str(err).splitlines()[0][:200]}", flush=True)
