@@ -87,5 +87,6 @@ def test_the_threshold_comes_from_the_environment():
 
 
 def test_a_malformed_threshold_is_one_clear_error():
-    with pytest.raises(ValueError, match="SARLITE_MMAP_THRESHOLD must be a number of bytes, 'retain' or 'off'"):
+    with pytest.raises(ValueError, match="SARLITE_MMAP_THRESHOLD must be a number of "
+                                         "bytes, 'retain' or 'off'"):
         allocator.threshold_from_env({"SARLITE_MMAP_THRESHOLD": "lots"})

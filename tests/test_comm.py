@@ -4,7 +4,7 @@ import torch
 
 import sarlite
 from harness import spawn
-from sarlite.comm import all_to_all_rows, ring_exchange, traffic
+from sarlite.comm import all_to_all_rows, ring_exchange, start_known_rows, traffic
 
 
 def test_init_without_torchrun_environment_names_the_missing_variables(monkeypatch):
@@ -27,6 +27,23 @@ def test_variable_size_exchange_delivers_each_chunk_to_its_rank_and_counts_bytes
         assert init_again == (rank, 3)          # init reuses the existing group
         for k, rows in enumerate(received):
             assert rows == [[float(10 * k + rank)] * 2] * ((k + rank) % 3)
+        sent_rows = sum((rank + k) % 3 for k in range(3) if k != rank)
+        assert counted["sent"] == sent_rows * 2 * 4
+
+
+def _known_exchange(rank, world):
+    # rank r sends (r + k) % 3 rows to rank k, so rank k expects (j + k) % 3 from rank j
+    chunks = [torch.full(((rank + k) % 3, 2), float(10 * rank + k)) for k in range(world)]
+    traffic.reset()
+    pending = start_known_rows(chunks, [(j + rank) % 3 for j in range(world)], kind="known")
+    rows = pending.wait()
+    return rows.tolist(), traffic.snapshot()["known"]
+
+
+def test_an_exchange_of_known_sizes_delivers_rank_0s_rows_first_and_counts_their_bytes():
+    for rank, (rows, counted) in enumerate(spawn(_known_exchange, 3, timeout=120)):
+        assert rows == [[float(10 * j + rank)] * 2 for j in range(3)
+                        for _ in range((j + rank) % 3)]
         sent_rows = sum((rank + k) % 3 for k in range(3) if k != rank)
         assert counted["sent"] == sent_rows * 2 * 4
 

@@ -249,10 +249,10 @@ def start_known_rows(chunks: list[torch.Tensor], recv_counts: list[int],
         raise ValueError(f"need one chunk and one count per rank ({size}), got "
                          f"{len(chunks)} and {len(recv_counts)}")
     row_shape, device = chunks[0].shape[1:], chunks[0].device
+    if size == 1:
+        return PendingRows([], chunks[0], row_shape, device)
     flat = torch.cat([_as_rows(c) for c in chunks]).to(comm_device()).contiguous()
     out = flat.new_empty((sum(recv_counts), flat.shape[1]))
-    if size == 1:
-        return PendingRows([], flat, row_shape, device)
     send_counts = [c.shape[0] for c in chunks]
     work = guarded(kind, lambda: dist.all_to_all_single(out, flat, recv_counts, send_counts,
                                                        async_op=True))

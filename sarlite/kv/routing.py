@@ -2,13 +2,14 @@
 
 A row-sharded tensor is split by a partition policy: rank ``p`` owns the contiguous id
 range of partition ``p``. Pulling sends each requested id to its owner and brings the row
-back (:func:`ask_owners`, the round trip that graph queries such as sampling use too);
-pushing sends ``(id, row)`` pairs to the owner. Both start with
-:func:`~sarlite.kv.protocol.exchange_ids` (sizes, then the ids with their header) and then
-move the rows: a pull's answers in one exchange (each rank knows how many rows it asked
-for), a push's and a graph query's with one more ``all_to_all_rows`` (sizes, then the
-payload). A rank's own ids never enter the exchange. Rows travel as raw bytes, so every dtype can be moved
-(gloo itself lacks some, such as int16).
+back (:func:`pull_rows`); pushing sends ``(id, row)`` pairs to the owner; graph queries
+such as sampling send ids to their owners and get answers of any length back
+(:func:`ask_owners`). All start with :func:`~sarlite.kv.protocol.exchange_ids` (sizes,
+then the ids with their header) and then move the rows: a pull's answers in one exchange
+(each rank knows how many rows it asked for), a push's and a query's with one more
+``all_to_all_rows`` (sizes, then the payload). A rank's own ids never enter the exchange.
+Rows travel as raw bytes, so every dtype can be moved (gloo itself lacks some, such as
+int16).
 """
 from __future__ import annotations
 
