@@ -190,3 +190,24 @@ def test_a_loader_over_own_seeds_exchanges_only_the_hops_past_the_seeds(own_seed
 def test_sampling_another_ranks_seeds_locally_is_refused(own_seeds):
     for *_, refusal in own_seeds:
         assert "belong to another rank" in refusal
+
+
+def _loader_warnings(rank, world):
+    import warnings
+
+    from sarlite.comm import allocator
+    from sarlite.sampling import DistDataLoader
+    seen = []
+    for setting in (allocator.DEFAULT_THRESHOLD, allocator.RETAIN):
+        allocator.configure(setting)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            DistDataLoader(torch.arange(10), batch_size=2)
+        seen.append([str(w.message) for w in caught])
+    return seen
+
+
+def test_a_loader_under_the_full_graph_allocator_setting_advises_retain_once_on_rank_0():
+    fixed, retained = zip(*spawn(_loader_warnings, 2, timeout=120))
+    assert len(fixed[0]) == 1 and 'mmap_threshold="retain"' in fixed[0][0]
+    assert fixed[1] == [] and retained == ([], [])

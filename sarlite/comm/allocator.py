@@ -45,6 +45,10 @@ RETAIN_MMAP_THRESHOLDS = (2**30, 32 * 2**20)   # 1 GiB; else glibc's own ceiling
 RETAIN_TRIM_THRESHOLD = 2**31 - 1              # the largest value mallopt takes
 ENV = "SARLITE_MMAP_THRESHOLD"
 
+# What configure applied in this process: a record of glibc's own setting, which is
+# process-wide by nature (read by applied()).
+_applied: int | str | None = None
+
 
 def threshold_from_env(environ=os.environ,
                        default: int | str = DEFAULT_THRESHOLD) -> int | str | None:
@@ -123,6 +127,26 @@ def configure(setting: int | str | None) -> None:
         raise ValueError(f"mmap_threshold must be a positive number of bytes, 'retain', "
                          f"'auto' or None, got {setting!r}")
     if took:
+        global _applied
+        _applied = setting
         log.debug("malloc: %s", what)
     else:
         log.debug("malloc: this C library did not take mallopt; left alone")
+
+
+def applied() -> int | str | None:
+    """What :func:`configure` set in this process: the fixed threshold in bytes,
+    :data:`RETAIN`, or ``None`` (the allocator as glibc left it). Local."""
+    return _applied
+
+
+def mini_batch_advice() -> str | None:
+    """Advice for a mini-batch loader when this process fixed the threshold (the
+    full-graph setting, :func:`sarlite.init`'s default), else ``None``. Local."""
+    if not isinstance(applied(), int):
+        return None
+    return (f"sarlite.init fixed glibc's mmap threshold at {applied()} bytes, the setting "
+            f"for full-graph training: in mini-batch training it page-faults every batch's "
+            f"buffers anew (epochs about 2x as long in benchmarks.sampled). Sampling "
+            f"scripts should call sarlite.init(mmap_threshold=\"retain\") (or set "
+            f"{ENV}=retain)")

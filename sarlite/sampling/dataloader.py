@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Any, Callable, Iterator, Sequence
 
 import dgl
 import torch
 
-from ..comm import exchange_sizes, world_size
+from ..comm import allocator, exchange_sizes, rank, world_size
 from ..partition.book import DEFAULT_NTYPE, as_id_tensor
 from ..kv.routing import take_rows
 from .neighbor import check_fanout, owns_all, sample_neighbors, sample_owned_neighbors
@@ -259,6 +260,10 @@ class DistDataLoader:
     the batches sample (a ``collate_fn`` or graph sampler that calls collectives), every
     rank must consume every batch; a rank must not ``break`` out alone.
 
+    When the process runs with ``sarlite.init``'s default allocator setting (made for
+    full-graph training), rank 0 warns once that mini-batch scripts should call
+    ``sarlite.init(mmap_threshold="retain")`` (see :mod:`sarlite.comm.allocator`).
+
     Raises
     ------
     ValueError
@@ -280,6 +285,9 @@ class DistDataLoader:
         rounding = math.floor if drop_last else math.ceil
         self.num_local_batches = rounding(len(dataset) / batch_size)
         self.num_batches = max(exchange_sizes([self.num_local_batches] * world_size()))
+        advice = allocator.mini_batch_advice()
+        if advice is not None and rank() == 0:
+            warnings.warn(advice, stacklevel=2)        # shown once per process
 
     @property
     def expected_idxs(self) -> int:
