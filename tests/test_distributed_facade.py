@@ -1,5 +1,6 @@
 """sarlite.distributed and sarlite.dgl: DGL's names, the refusals, both set-up orders, and
 a DGL example script that changed one import line."""
+import sys
 from pathlib import Path
 
 import dgl
@@ -157,8 +158,9 @@ def _facade_makes_the_group(rank, world, config):
     nids = sd.node_split(mask, book)
     after = tdist.is_initialized()
     g = sd.DistGraph("g", part_config=config)
+    from sarlite.comm import allocator
     return {"initialize": initialized, "before": before, "after": after,
-            "world": tdist.get_world_size(), "nids": nids,
+            "world": tdist.get_world_size(), "nids": nids, "allocator": allocator.applied(),
             "expected": split.node_split(mask, book, rank=rank), "feats": _feats(g)}
 
 
@@ -192,6 +194,11 @@ def test_initialize_then_init_process_group_then_dist_graph_works(partitioned, s
     for rank, out in enumerate(script_order):
         assert out["initialize"] == (rank, 2) and not out["before"]
         assert torch.equal(out["feats"], feats)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+def test_a_group_the_facade_joins_keeps_freed_memory_for_mini_batches(facade_order):
+    assert [out["allocator"] for out in facade_order] == ["retain", "retain"]
 
 
 def test_the_script_s_own_process_group_is_kept(script_order):

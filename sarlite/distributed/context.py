@@ -17,7 +17,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from ..comm import init
+from ..comm import allocator, init
 from ..comm.launchenv import launcher_present, read_launch_env
 
 MAX_QUEUE_SIZE = 20 * 1024 * 1024 * 1024   # DGL's default client queue size (ignored)
@@ -88,8 +88,9 @@ def ensure_process_group() -> tuple[int, int]:
 
     Reuses a group the script (or :func:`sarlite.init`) made; otherwise, under a launcher,
     calls :func:`sarlite.init` with the options given to :func:`initialize` (a collective:
-    every rank gets here, through the same facade call); without a launcher it does
-    nothing and returns ``(0, 1)``.
+    every rank gets here, through the same facade call) and the allocator setting for
+    mini-batch training, ``mmap_threshold="retain"`` (``SARLITE_MMAP_THRESHOLD``
+    overrides it); without a launcher it does nothing and returns ``(0, 1)``.
 
     Raises
     ------
@@ -100,7 +101,10 @@ def ensure_process_group() -> tuple[int, int]:
         return dist.get_rank(), dist.get_world_size()
     if not launcher_present(os.environ):
         return 0, 1
-    return init(**_options)
+    # DGL's distributed scripts train on samples: keep freed batch buffers for the next
+    # step (sarlite.comm.allocator), unless SARLITE_MMAP_THRESHOLD says otherwise
+    return init(**_options,
+                mmap_threshold=allocator.threshold_from_env(default=allocator.RETAIN))
 
 
 def exit_client() -> None:
