@@ -80,9 +80,8 @@ def test_the_threshold_comes_from_the_environment():
     assert allocator.threshold_from_env({"SARLITE_MMAP_THRESHOLD": "off"}) is None
     assert allocator.threshold_from_env({"SARLITE_MMAP_THRESHOLD": "retain"}) == "retain"
     # sampled training's default, which the variable still overrides
-    assert allocator.threshold_from_env({}, default=allocator.RETAIN) == "retain"
-    assert allocator.threshold_from_env({"SARLITE_MMAP_THRESHOLD": "off"},
-                                        default=allocator.RETAIN) is None
+    assert allocator.mini_batch_setting({}) == "retain"
+    assert allocator.mini_batch_setting({"SARLITE_MMAP_THRESHOLD": "off"}) is None
     assert allocator.threshold_from_env({"MALLOC_MMAP_THRESHOLD_": "1"}) is None
 
 

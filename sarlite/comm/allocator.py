@@ -54,9 +54,8 @@ def threshold_from_env(environ=os.environ,
                        default: int | str = DEFAULT_THRESHOLD) -> int | str | None:
     """The setting for :func:`configure` from the environment: ``SARLITE_MMAP_THRESHOLD``
     (bytes to fix the threshold at; ``retain``; ``0`` or ``off``: none), else ``default``
-    (:data:`DEFAULT_THRESHOLD`; ``sarlite train`` passes :data:`RETAIN` for sampled
-    training); ``None`` when glibc's own ``MALLOC_MMAP_THRESHOLD_`` is set (the user's
-    choice stands).
+    (:data:`DEFAULT_THRESHOLD`; :data:`RETAIN` in :func:`mini_batch_setting`); ``None``
+    when glibc's own ``MALLOC_MMAP_THRESHOLD_`` is set (the user's choice stands).
 
     Raises
     ------
@@ -75,6 +74,19 @@ def threshold_from_env(environ=os.environ,
         raise ValueError(f"{ENV} must be a number of bytes, 'retain' or 'off', got "
                          f"{value!r}")
     return int(value)
+
+
+def mini_batch_setting(environ=os.environ) -> int | str | None:
+    """The setting for a process that trains on mini-batches: :data:`RETAIN`, unless
+    ``SARLITE_MMAP_THRESHOLD`` (or glibc's own variable) says otherwise. What ``sarlite
+    train`` with sampling and the DGL facade pass to :func:`sarlite.init`. Local.
+
+    Raises
+    ------
+    ValueError
+        As :func:`threshold_from_env`.
+    """
+    return threshold_from_env(environ, default=RETAIN)
 
 
 def _mallopt(param: int, value: int) -> bool:

@@ -103,8 +103,7 @@ def ensure_process_group() -> tuple[int, int]:
         return 0, 1
     # DGL's distributed scripts train on samples: keep freed batch buffers for the next
     # step (sarlite.comm.allocator), unless SARLITE_MMAP_THRESHOLD says otherwise
-    return init(**_options,
-                mmap_threshold=allocator.threshold_from_env(default=allocator.RETAIN))
+    return init(**_options, mmap_threshold=allocator.mini_batch_setting())
 
 
 def exit_client() -> None:

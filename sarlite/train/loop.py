@@ -349,7 +349,7 @@ def run(cfg: Config) -> dict:
     # in the process for the next step instead of page-faulting it anew
     # (sarlite.comm.allocator; SARLITE_MMAP_THRESHOLD still overrides)
     rank, world = comm.init(mmap_threshold="auto" if cfg.train.sampling is None else
-                            allocator.threshold_from_env(default=allocator.RETAIN))
+                            allocator.mini_batch_setting())
     out_dir = Path(cfg.train.out_dir)
     on_rank0(lambda: _prepare_out_dir(cfg), rank, "prepare_out_dir")
     part_config = prepare_partitions(cfg, rank, world)
