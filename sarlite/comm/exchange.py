@@ -190,16 +190,27 @@ def all_to_all_rows(chunks: list[torch.Tensor], kind: str,
     size = world_size()
     if len(chunks) != size:
         raise ValueError(f"need one chunk per rank ({size}), got {len(chunks)}")
-    device = chunks[0].device
-    row_shape = chunks[0].shape[1:]
     if size == 1:
         return [chunks[0]]
-    send_counts = [c.shape[0] for c in chunks]
     recv_counts = _exchange_headers(chunks, kind)
+    rows = _send_rows(chunks, recv_counts, kind, max_rows, async_op=False).wait()
+    return list(rows.split(recv_counts))
+
+
+def _send_rows(chunks: list[torch.Tensor], recv_counts: list[int], kind: str,
+               max_rows: int | None, async_op: bool) -> PendingRows:
+    """The payload of an exchange whose receive counts are known: ``chunks[k]`` to rank
+    ``k``, ``recv_counts[k]`` rows from it, in one ``all_to_all_single`` (asynchronous
+    with ``async_op``), or with ``max_rows`` in as many synchronous calls as the largest
+    pair needs. Counts the bytes in :mod:`~sarlite.comm.traffic`."""
+    send_counts = [c.shape[0] for c in chunks]
     flat = torch.cat([_as_rows(c) for c in chunks]).to(comm_device()).contiguous()
     out = flat.new_empty((sum(recv_counts), flat.shape[1]))
+    works = []
     if max_rows is None:
-        guarded(kind, lambda: dist.all_to_all_single(out, flat, recv_counts, send_counts))
+        work = guarded(kind, lambda: dist.all_to_all_single(
+            out, flat, recv_counts, send_counts, async_op=async_op))
+        works = [work] if async_op else []
     else:
         _split_all_to_all(out, flat, recv_counts, send_counts,
                           _global_calls(send_counts + recv_counts, max_rows, kind),
@@ -207,9 +218,7 @@ def all_to_all_rows(chunks: list[torch.Tensor], kind: str,
     me = rank()
     traffic.record(kind, _nbytes(flat) - _nbytes(_as_rows(chunks[me])),
                    out.shape[1] * out.element_size() * (sum(recv_counts) - recv_counts[me]))
-    out = out.to(device)
-    return [part.reshape((part.shape[0],) + tuple(row_shape))
-            for part in out.split(recv_counts)]
+    return PendingRows(works, out, chunks[0].shape[1:], chunks[0].device, kind)
 
 
 def _split_all_to_all(out: torch.Tensor, flat: torch.Tensor, recv_counts: list[int],
@@ -248,15 +257,6 @@ def start_known_rows(chunks: list[torch.Tensor], recv_counts: list[int],
     if len(chunks) != size or len(recv_counts) != size:
         raise ValueError(f"need one chunk and one count per rank ({size}), got "
                          f"{len(chunks)} and {len(recv_counts)}")
-    row_shape, device = chunks[0].shape[1:], chunks[0].device
     if size == 1:
-        return PendingRows([], chunks[0], row_shape, device)
-    flat = torch.cat([_as_rows(c) for c in chunks]).to(comm_device()).contiguous()
-    out = flat.new_empty((sum(recv_counts), flat.shape[1]))
-    send_counts = [c.shape[0] for c in chunks]
-    work = guarded(kind, lambda: dist.all_to_all_single(out, flat, recv_counts, send_counts,
-                                                       async_op=True))
-    me = rank()
-    traffic.record(kind, _nbytes(flat) - _nbytes(_as_rows(chunks[me])),
-                   out.shape[1] * out.element_size() * (sum(recv_counts) - recv_counts[me]))
-    return PendingRows([work], out, row_shape, device, kind)
+        return PendingRows([], chunks[0], chunks[0].shape[1:], chunks[0].device)
+    return _send_rows(chunks, recv_counts, kind, None, async_op=True)
