@@ -1,30 +1,51 @@
 # Two commands on a fresh machine: `make demo` and `make test` (both run `make setup`).
-PYTHON ?= python3
-VENV   := .venv
+#
+# Stacks: each is a lock in locks/ (exact versions, with hashes; bash locks/compile.sh
+# regenerates them from pyproject.toml's ranges) installed into a venv of its own:
+#   newest (default)  .venv         torch 2.13.0+cpu, numpy 2   every target
+#   oldest            .venv-oldest  torch 2.2.1, numpy 1.24     STACK=oldest, test-oldest
+# A venv is made again only when its lock or pyproject.toml changes (the stamp's name is
+# their hash); sarlite itself is installed editable, so edits to sources need no install.
+PYTHON ?= python3.11
+STACK  ?= newest
+VENV   := $(if $(filter newest,$(STACK)),.venv,.venv-$(STACK))
+LOCK   := locks/$(STACK).txt
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+STAMP  := $(VENV)/.installed-$(shell cat $(LOCK) pyproject.toml 2>/dev/null | sha256sum | cut -c1-16)
+
+# What the oldest stack runs (make test-oldest): the exactness matrices on DGL's and the
+# torch kernels, the partition interop with DGL, the stack's own checks, and the demo.
+OLDEST_TESTS := tests/test_exactness.py tests/test_hetero_exactness.py \
+                tests/test_torch_kernels.py tests/test_partition_interop.py \
+                tests/test_stack.py tests/test_demo.py
 
 export DGLBACKEND := pytorch
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test demo bench clean
+.PHONY: setup test test-oldest demo bench clean
 
 setup: $(STAMP)
 
-# Re-install only when the package metadata changed; sources are installed editable.
-$(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+$(STAMP):
+	@test -f $(LOCK) || { echo "no lock $(LOCK): STACK is newest or oldest"; exit 2; }
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --no-deps --only-binary :all: --require-hashes -r $(LOCK)
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m pip check
 	touch $(STAMP)
 
 test: setup
 	$(PY) -m pytest -q --durations=15
 
+test-oldest:
+	$(MAKE) --no-print-directory STACK=oldest setup
+	.venv-oldest/bin/python -m pytest -q --durations=10 $(OLDEST_TESTS)
+
 # The synthetic default on 2 torchrun workers in sar mode, then an MLP baseline.
 demo: setup
-	$(PY) -m sarlite.cli train --config configs/demo.yaml --nproc 2
-	$(PY) -m sarlite.cli train --config configs/demo.yaml --nproc 2 \
+	$(VENV)/bin/sarlite train --config demo --nproc 2
+	$(VENV)/bin/sarlite train --config demo --nproc 2 \
 		--set model.type=mlp train.out_dir=out/demo/mlp
 
 # The quick benchmark suite (under 10 min on 2 cores): DGL vs sarlite sar/sa/one-shot,
@@ -33,4 +54,4 @@ bench: setup
 	$(PY) -m benchmarks.run --suite quick --fresh
 
 clean:
-	rm -rf out $(VENV)
+	rm -rf out .venv .venv-oldest

@@ -3,6 +3,11 @@ import os
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
+# The DGL start-up hook (SARLITE_DGL_HOOK; see _sarlite_dgl_hook.py). An installed sarlite
+# runs it at interpreter start-up; importing it here covers a checkout used from
+# PYTHONPATH, where no .pth file runs, when sarlite is imported before dgl.
+import _sarlite_dgl_hook  # noqa: E402,F401
+
 from .comm import all_reduce_gradients, finalize, init, sync_params  # noqa: E402
 from .core import (DistributedBatchNorm1d, DistributedBlock,  # noqa: E402
                    GraphShardManager, HeteroBatchNorm1d, HeteroGraphShardManager,
