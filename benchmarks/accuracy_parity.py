@@ -81,7 +81,7 @@ def main() -> None:
              "|---|---|---|" + "---|" * len(args.world_sizes) + "---|"]
     with tempfile.TemporaryDirectory() as tmp:
         for name, target in CONFIGS.items():
-            config = ROOT / "configs" / f"{name}.yaml"
+            config = ROOT / "sarlite" / "configs" / f"{name}.yaml"
             reference = dgl_reference(config, args.data_dir)
             ours = [sarlite_run(config, args.data_dir, n, Path(tmp)) for n in args.world_sizes]
             ok = all(a >= target for a in ours) and (

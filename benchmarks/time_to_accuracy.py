@@ -31,7 +31,7 @@ from pathlib import Path
 from . import common
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG = ROOT / "configs" / "synthetic_sage_sampled.yaml"
+CONFIG = ROOT / "sarlite" / "configs" / "synthetic_sage_sampled.yaml"
 TARGET_FRACTION = 0.99
 FIXED_TARGETS = (0.90, 0.95)
 

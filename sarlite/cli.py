@@ -114,6 +114,22 @@ def _train(args: argparse.Namespace) -> int:
     return launch(spec, worker_args, interface)
 
 
+class _ListConfigs(argparse.Action):
+    """``--list-configs``: the packaged configs, one line each, then exit (as --help)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .train.config import PACKAGED, packaged_configs
+        names = packaged_configs()
+        width = max(map(len, names))
+        print(f"packaged configs ({PACKAGED}); use one with --config NAME:")
+        for name, about in names.items():
+            print(f"  {name:<{width}}  {about}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sarlite",
@@ -163,7 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "stop together, on a failure or a signal, and no partitions need a "
                     "shared filesystem.",
         epilog=fields_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
-    train.add_argument("--config", default=None, help="YAML config file")
+    train.add_argument("--config", default=None,
+                       help="a packaged config by name (demo, cora_gcn, ...: see "
+                            "--list-configs) or the path of a YAML file; defaults for "
+                            "every field not given")
+    train.add_argument("--list-configs", action=_ListConfigs,
+                       help="print the packaged configs' names and what each trains, "
+                            "then exit")
     train.add_argument("--nproc", type=int, default=2,
                        help="workers on this machine (default 2); partitions = workers on "
                             "all machines")

@@ -10,8 +10,9 @@ import pytest
 
 from benchmarks import ogb_layout as layout
 from sarlite.train import load_config
+from sarlite.train.config import PACKAGED
 
-CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+CONFIGS = sorted(PACKAGED.glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
@@ -46,7 +47,7 @@ def _write(kind: str, root: Path) -> None:
 def test_real_dataset_config_trains_with_one_command(tmp_path, config, kind):
     _write(kind, tmp_path / "data")
     result = subprocess.run(
-        [sys.executable, "-m", "sarlite.cli", "train", "--config", f"configs/{config}.yaml",
+        [sys.executable, "-m", "sarlite.cli", "train", "--config", config,
          "--nproc", "2", "--set", f"dataset.data_dir={tmp_path / 'data'}", "train.epochs=2",
          f"partition.cache_dir={tmp_path / 'parts'}", f"train.out_dir={tmp_path / 'run'}"],
         capture_output=True, text=True, timeout=300,

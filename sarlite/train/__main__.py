@@ -32,8 +32,9 @@ def parser() -> argparse.ArgumentParser:
                     "Launch with: torchrun --nproc_per_node=N -m sarlite.train --config X",
         epilog=fields_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=None,
-                   help="YAML config (sections dataset, partition, model, engine, optim, "
-                        "train); defaults for everything not given")
+                   help="a packaged config's name (demo, ...; sarlite train "
+                        "--list-configs) or a YAML file's path (sections dataset, partition, "
+                        "model, engine, optim, train); defaults for everything not given")
     p.add_argument("--set", nargs="+", action="extend", default=[], metavar="SECTION.KEY=VALUE",
                    help="override config fields, e.g. --set model.hidden=128 train.epochs=50")
     return p

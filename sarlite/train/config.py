@@ -218,21 +218,61 @@ def _describe(err: ValidationError) -> str:
     return "; ".join(lines)
 
 
+PACKAGED = Path(__file__).resolve().parents[1] / "configs"
+
+
+def packaged_configs() -> dict[str, str]:
+    """The configs shipped inside sarlite: name -> the first sentence of its header comment."""
+    names = {}
+    for file in sorted(PACKAGED.glob("*.yaml")):
+        header = []
+        for line in file.read_text().splitlines():
+            if not line.startswith("#"):
+                break
+            header.append(line.lstrip("# ").strip())
+        text = " ".join(header)
+        cut = text.find(". ")
+        names[file.stem] = text[:cut + 1] if cut >= 0 else text
+    return names
+
+
+def config_file(name_or_path: str) -> Path:
+    """The YAML file ``--config`` names: a path (it ends in ``.yaml``/``.yml`` or holds a
+    path separator) or the name of a packaged config (``demo``; ``--list-configs``).
+
+    Raises
+    ------
+    ConfigError
+        No such file, or no packaged config of that name.
+    """
+    text = str(name_or_path)
+    if text.endswith((".yaml", ".yml")) or "/" in text or "\\" in text:
+        file = Path(text).expanduser()
+        if not file.is_file():
+            raise ConfigError(f"config file {file} does not exist")
+        return file
+    file = PACKAGED / f"{text}.yaml"
+    if not file.is_file():
+        raise ConfigError(f"no packaged config named {text!r}; packaged: "
+                          f"{', '.join(packaged_configs())} (a file is given by its path, "
+                          f"e.g. ./{text}.yaml)")
+    return file
+
+
 def load_config(path: str | None, overrides: list[str] = ()) -> Config:
-    """Read ``path`` (YAML; ``None`` for the defaults) and apply ``key.sub=value`` overrides.
+    """Read the config ``path`` names (a YAML file or a packaged name, see
+    :func:`config_file`; ``None`` for the defaults) and apply ``key.sub=value`` overrides.
 
     Override values are parsed as YAML (``model.hidden=64``, ``engine.mode=sa``).
 
     Raises
     ------
     ConfigError
-        Missing or unreadable file, bad YAML, unknown key, wrong type or value.
+        Missing or unreadable file, unknown name, bad YAML, unknown key, wrong type or value.
     """
     tree: dict = {}
     if path is not None:
-        file = Path(path)
-        if not file.is_file():
-            raise ConfigError(f"config file {file} does not exist")
+        file = config_file(path)
         try:
             tree = yaml.safe_load(file.read_text()) or {}
         except yaml.YAMLError as err:
