@@ -23,8 +23,8 @@ _CYCLES = textwrap.dedent("""
     import os, sys, torch
     import sarlite
     from sarlite import comm
-    rank, port, cycles = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-    for cycle in range(cycles):       # the test hosts the store, as torchrun's agent does
+    rank, ports = int(sys.argv[1]), sys.argv[2].split(",")
+    for cycle, port in enumerate(ports):   # the test hosts the stores, as torchrun's agent
         os.environ.update(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=port, TORCHELASTIC_USE_AGENT_STORE="True",
                           TORCHELASTIC_RESTART_COUNT=str(cycle))
@@ -39,10 +39,13 @@ _CYCLES = textwrap.dedent("""
 
 def test_finalize_never_deadlocks_in_100_init_finalize_cycles():
     # torch 2.2's gloo destructor deadlocked in about 1 of 30 teardowns before the fix
-    # (in fewer than 50 cycles of this loop, twice in two tries)
-    store = TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False)
-    procs = [subprocess.Popen([sys.executable, "-c", _CYCLES, str(rank), str(store.port),
-                               "100"],
+    # (in fewer than 50 cycles of this loop, twice in two tries). Each cycle has a store
+    # of its own, as each torchrun restart does: in newer torch (2.13) the agent store's
+    # keys carry no attempt prefix, so a reused store hands out the last cycle's addresses.
+    stores = [TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False)
+              for _ in range(100)]
+    ports = ",".join(str(store.port) for store in stores)
+    procs = [subprocess.Popen([sys.executable, "-c", _CYCLES, str(rank), ports],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for rank in range(2)]
     try:

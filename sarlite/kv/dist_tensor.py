@@ -112,11 +112,13 @@ class DistTensor:
         :meth:`KVStore.pull <sarlite.kv.KVStore.pull>`."""
         return self._store.pull(self._name, ids)
 
-    def __reduce__(self):
-        """Pickling (``torch.save(t, f)``) saves **the rows**: unpickling gives a plain
-        ``torch.Tensor`` of shape :attr:`shape` (DGL pickles the client handle, which is
-        of no use outside the job). It reads every row, so it works only in a store with
-        one-sided reads (the DGL facade's), on any rank alone.
+    def __reduce_ex__(self, protocol):
+        """Pickling (``torch.save(t, f)``) saves **the rows** exactly as a plain tensor is
+        saved: unpickling gives a ``torch.Tensor`` of shape :attr:`shape` (DGL pickles the
+        client handle, which is of no use outside the job), and ``torch.load`` reads the
+        file with its default ``weights_only=True`` (torch >= 2.6). It reads every row, so
+        it works only in a store with one-sided reads (the DGL facade's), on any rank
+        alone.
 
         Raises
         ------
@@ -128,7 +130,7 @@ class DistTensor:
             raise TypeError(f"cannot pickle {self!r}: its store's reads are collective, "
                             f"so saving its rows would need every rank; read them on "
                             f"every rank (t[0:len(t)]) and save that tensor instead")
-        return _saved_rows, (self[0:len(self)],)
+        return self[0:len(self)].__reduce_ex__(protocol)
 
     def __setitem__(self, ids, values: torch.Tensor) -> None:
         """Write ``values[i]`` to row ``ids[i]``; ``values`` must have this tensor's dtype
@@ -197,8 +199,3 @@ class DistTensor:
     def __repr__(self) -> str:
         return (f"DistTensor(name={self._name!r}, shape={self._shape}, dtype={self._dtype}, "
                 f"part_policy={self._policy.policy_str!r})")
-
-
-def _saved_rows(rows: torch.Tensor) -> torch.Tensor:
-    """What an unpickled DistTensor becomes: its rows (see ``DistTensor.__reduce__``)."""
-    return rows

@@ -191,7 +191,7 @@ def _read(out_dir: Path, rank: int) -> dict:
     if not path.is_file():
         raise ConfigError(f"train.resume is set but {path} does not exist")
     try:
-        payload = torch.load(path, map_location="cpu")
+        payload = torch.load(path, map_location="cpu", weights_only=True)
         missing = [k for k in ("epoch", "rng", "best", "config_hash", "world_size")
                    if k not in payload]
         if missing:
@@ -201,7 +201,7 @@ def _read(out_dir: Path, rank: int) -> dict:
             if not path.is_file():
                 raise FileNotFoundError(f"{out_dir / FILE} names epoch {payload['epoch']}, "
                                         f"but this rank's state {path.name} does not exist")
-            payload.update(torch.load(path, map_location="cpu"))
+            payload.update(torch.load(path, map_location="cpu", weights_only=True))
         missing = [k for k in ("model", "optimizer") if k not in payload]
         if missing:
             raise KeyError(f"missing {missing}")

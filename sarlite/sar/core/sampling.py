@@ -103,7 +103,7 @@ def _clustered(full_graph_manager, seeds: torch.Tensor, parts: int,
         return seeds
     path = None if cache is None else f"{cache}_{partition_of(full_graph_manager).rank}_{parts}"
     if path is not None and os.path.isfile(path):
-        return torch.load(path)
+        return torch.load(path, weights_only=True)
     sampling_graph = full_graph_manager.sampling_graph
     labeled = torch.zeros(sampling_graph.num_nodes(), dtype=torch.int64)
     labeled[seeds] = 1
