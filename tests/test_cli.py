@@ -5,7 +5,9 @@ import sys
 import pytest
 
 from sarlite import cli
+from sarlite.train import load_config
 from sarlite.train.__main__ import parser as train_parser
+from sarlite.train.config import PACKAGED
 
 
 def test_partition_command_writes_partitions_and_prints_the_report(tmp_path, capsys):
@@ -81,3 +83,33 @@ def test_metis_max_edges_must_be_auto_all_or_a_positive_integer(tmp_path, value,
                   "--out", str(tmp_path)])
     assert exc.value.code == 2
     assert "expected 'auto', 'all' or a positive integer" in capsys.readouterr().err
+
+
+# -- sarlite train --config: packaged names and paths ----------------------------------
+
+def test_list_configs_prints_every_packaged_config_and_exits(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["train", "--list-configs"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0
+    names = [line.split()[0] for line in out.splitlines()[1:]]
+    assert names == sorted(p.stem for p in PACKAGED.glob("*.yaml")) and "demo" in names
+    assert "The demo: the embedded synthetic graph" in out
+
+
+def test_a_packaged_name_and_a_path_to_the_same_file_give_the_same_config(tmp_path):
+    own = tmp_path / "mine.yaml"
+    own.write_text((PACKAGED / "demo.yaml").read_text())
+    assert load_config("demo") == load_config(str(own))
+
+
+def test_unknown_config_name_is_one_clear_error_listing_the_packaged_ones(capsys):
+    assert cli.main(["train", "--config", "demoo"]) == 2
+    err = capsys.readouterr().err
+    assert "no packaged config named 'demoo'" in err and "demo, " in err
+    assert "./demoo.yaml" in err and "Traceback" not in err
+
+
+def test_a_missing_config_file_is_one_clear_error(tmp_path, capsys):
+    assert cli.main(["train", "--config", str(tmp_path / "absent.yaml")]) == 2
+    assert "absent.yaml does not exist" in capsys.readouterr().err
