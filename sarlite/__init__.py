@@ -8,6 +8,26 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 # PYTHONPATH, where no .pth file runs, when sarlite is imported before dgl.
 import _sarlite_dgl_hook  # noqa: E402,F401
 
+
+def _check_torch_numpy() -> None:
+    """Refuse torch < 2.3 beside numpy 2, with one error naming the way out.
+
+    torch 2.2's wheels were built against numpy 1.x: beside numpy 2 they cannot exchange
+    arrays (``torch.from_numpy`` raises "Numpy is not available"), so partitioning and
+    every reader would fail later, far from the cause. pip can produce this pair (sarlite
+    admits both ranges, and other packages may ask for numpy 2).
+    """
+    import numpy
+    import torch
+    from packaging.version import Version
+    if Version(torch.__version__).release < (2, 3) and Version(numpy.__version__).major >= 2:
+        raise ImportError(f"sarlite: torch {torch.__version__} was built for numpy 1.x and "
+                          f"cannot use numpy {numpy.__version__}; install numpy<2 "
+                          f"(pip install 'numpy>=1.24,<2') or torch>=2.3")
+
+
+_check_torch_numpy()
+
 from .comm import all_reduce_gradients, finalize, init, sync_params  # noqa: E402
 from .core import (DistributedBatchNorm1d, DistributedBlock,  # noqa: E402
                    GraphShardManager, HeteroBatchNorm1d, HeteroGraphShardManager,

@@ -119,3 +119,21 @@ def test_dgl_loads_under_a_torch_without_its_graphbolt_library_and_stays_exact(t
         "sys.argv[2]", repr(str(free_port()))), tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("exact")
+
+
+@pytest.mark.parametrize("torch_version,numpy_version,refused", [
+    ("2.2.1+cu121", "2.0.0", True), ("2.2.1+cu121", "1.26.4", False),
+    ("2.3.0", "2.0.0", False), ("2.13.0+cpu", "2.4.6", False)])
+def test_torch_before_2_3_beside_numpy_2_is_refused_at_import(monkeypatch, torch_version,
+                                                             numpy_version, refused):
+    import numpy
+    import torch
+
+    import sarlite
+    monkeypatch.setattr(torch, "__version__", torch_version)
+    monkeypatch.setattr(numpy, "__version__", numpy_version)
+    if refused:
+        with pytest.raises(ImportError, match=r"built for numpy 1.x .* install numpy<2"):
+            sarlite._check_torch_numpy()
+    else:
+        sarlite._check_torch_numpy()
