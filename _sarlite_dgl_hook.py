@@ -67,7 +67,7 @@ def _make_empty(module: types.ModuleType, message: str) -> None:
         delattr(module, key)
     module.__path__ = []
     module.__file__ = None
-    module.__doc__ = f"DGL's graphbolt could not load ({message})."
+    module.__doc__ = f"Placeholder: {message}"
     module.__getattr__ = _placeholder(module.__name__, message)
 
 
@@ -101,8 +101,7 @@ class _EmptySubmodule(importlib.abc.Loader):
         return None
 
     def exec_module(self, module):
-        module.__path__ = []
-        module.__getattr__ = _placeholder(module.__name__, _failure[0])
+        _make_empty(module, _failure[0])
 
 
 class GraphboltFinder(importlib.abc.MetaPathFinder):

@@ -31,7 +31,7 @@ def train(config: str, data_dir: str, world: int, seed: int, dtype: str, work: P
     """One ``sarlite train`` run; its summary figures."""
     out = work / f"{config}_n{world}_s{seed}_{dtype}"
     subprocess.run([sys.executable, "-m", "sarlite.cli", "train", "--config",
-                    str(ROOT / "sarlite" / "configs" / f"{config}.yaml"), "--nproc", str(world),
+                    config, "--nproc", str(world),
                     "--set", f"dataset.data_dir={data_dir}", f"train.out_dir={out}",
                     f"train.seed={seed}", f"engine.halo_dtype={dtype}",
                     f"partition.cache_dir={work}/parts_{config}_n{world}"],

@@ -30,8 +30,7 @@ from pathlib import Path
 
 from . import common
 
-ROOT = Path(__file__).resolve().parents[1]
-CONFIG = ROOT / "sarlite" / "configs" / "synthetic_sage_sampled.yaml"
+CONFIG = "synthetic_sage_sampled"                   # a packaged config
 TARGET_FRACTION = 0.99
 FIXED_TARGETS = (0.90, 0.95)
 
@@ -48,7 +47,7 @@ def train(name: str, overrides: list[str], args: argparse.Namespace) -> list[dic
             f"train.out_dir={out_dir}", "train.eval_every=1", *overrides]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc_per_node={args.world_size}", "-m", "sarlite.train",
-           "--config", str(CONFIG), "--set", *sets]
+           "--config", CONFIG, "--set", *sets]
     print(f"[{name}] {' '.join(cmd[3:])}", flush=True)
     start = time.time()
     subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"},

@@ -18,10 +18,10 @@ import _sarlite_dgl_hook as hook
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _python(code: str, cwd, **env) -> subprocess.CompletedProcess:
+def _python(code: str, cwd, *args: str, **env) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items()
                if k not in ("PYTHONPATH", hook.ENV)} | env
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=environ,
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=environ,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -109,14 +109,12 @@ print("exact")
 """
 
 
-
 def test_dgl_loads_under_a_torch_without_its_graphbolt_library_and_stays_exact(tmp_path):
     """As on a GPU machine whose torch is newer than DGL 2.1.0's (simulated by the version
     string, so that this also runs on torch 2.2.1): DGL imports, and sarlite's torch
     kernels train a GATConv exactly as DGL does."""
     from harness import free_port
-    done = _python(OTHER_TORCH.replace("sys.argv[1]", repr(str(REPO))).replace(
-        "sys.argv[2]", repr(str(free_port()))), tmp_path)
+    done = _python(OTHER_TORCH, tmp_path, str(REPO), str(free_port()))
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("exact")
 
