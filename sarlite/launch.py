@@ -15,13 +15,21 @@ training command owes its user:
   are stopped; the exit status is the first failed worker's; a worker killed by a
   signal is reported in one line (nobody else can say it);
 * with several hosts, the launcher picks the interface that routes to the master
-  address for gloo (``GLOO_SOCKET_IFNAME``) unless the user set one.
+  address for gloo (``GLOO_SOCKET_IFNAME``) unless the user set one; on one host whose
+  master address is a loopback one, gloo uses the loopback interface;
+* the store listens on the master address only (the loopback interface for a one-host
+  run), not on every interface as torch's own store does;
+* the run's secret key (:mod:`sarlite.comm.runkey`) is made here and handed to the
+  workers in their environment, unless several hosts take part (rank 0 makes it then)
+  or the user set ``SARLITE_RUN_KEY`` (passed on as it is): it authenticates the
+  workers' health records, and the launcher's own report of a killed worker.
 """
 from __future__ import annotations
 
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -65,11 +73,26 @@ class LaunchSpec:
         return self.nproc * self.nnodes
 
 
+def run_key(spec: LaunchSpec, base: dict) -> bytes | None:
+    """The run's key this launcher knows: the user's ``SARLITE_RUN_KEY``, else a new one
+    on a one-host run, else ``None`` (rank 0 makes one; the launchers never learn it).
+
+    Raises ValueError when the user's ``SARLITE_RUN_KEY`` is malformed."""
+    from .comm import runkey
+    if runkey.KEY_ENV in base:
+        return runkey.parse_key(base[runkey.KEY_ENV])
+    return runkey.new_key() if spec.nnodes == 1 else None
+
+
 def worker_env(spec: LaunchSpec, local_rank: int, port: int, base: dict,
-               interface: str | None) -> dict:
+               interface: str | None, key: bytes | None = None) -> dict:
     """The environment of local worker ``local_rank``: ``base`` plus torchrun's
-    variables. Workers join the store the launcher of host 0 hosts."""
+    variables and the run's ``key`` (if this launcher knows it). Workers join the store
+    the launcher of host 0 hosts."""
     env = dict(base)
+    if key is not None:
+        from .comm.runkey import KEY_ENV
+        env[KEY_ENV] = key.hex()
     env.update(RANK=str(spec.node_rank * spec.nproc + local_rank),
                WORLD_SIZE=str(spec.world_size), LOCAL_RANK=str(local_rank),
                LOCAL_WORLD_SIZE=str(spec.nproc), GROUP_RANK=str(spec.node_rank),
@@ -83,18 +106,29 @@ def worker_env(spec: LaunchSpec, local_rank: int, port: int, base: dict,
 
 
 def _host_store(spec: LaunchSpec):
-    """The rendezvous store, hosted here when this is host 0 (else ``None``)."""
+    """The rendezvous store, hosted here when this is host 0 (else ``None``), listening
+    on the master address only."""
     if spec.node_rank != 0:
         return None
     from datetime import timedelta
 
     import torch.distributed as dist
     try:
-        return dist.TCPStore(spec.master_addr, spec.master_port, None, True,
-                             timeout=timedelta(seconds=60), wait_for_workers=False)
-    except RuntimeError as err:
-        raise OSError(f"cannot listen on port {spec.master_port} for the rendezvous "
-                      f"store: {err}") from None
+        listener = socket.create_server((spec.master_addr, spec.master_port),
+                                        family=_family(spec.master_addr), backlog=128)
+        return dist.TCPStore(spec.master_addr, listener.getsockname()[1], None, True,
+                             timeout=timedelta(seconds=60), wait_for_workers=False,
+                             master_listen_fd=listener.detach())
+    except (OSError, RuntimeError) as err:
+        raise OSError(f"cannot listen on {spec.master_addr}:{spec.master_port} for the "
+                      f"rendezvous store: {err}") from None
+
+
+def _family(host: str) -> int:
+    """The address family of ``host``'s first address (IPv4 first)."""
+    infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    families = [info[0] for info in infos]
+    return socket.AF_INET if socket.AF_INET in families or not families else families[0]
 
 
 def kill_me_with_parent() -> bool:
@@ -151,16 +185,19 @@ def _raise_stopped(signum, frame):
     raise _Stopped(signum)
 
 
-def _killed(spec: LaunchSpec, port: int, rank: int, pid: int, code: int) -> None:
+def _killed(spec: LaunchSpec, port: int, key: bytes | None, rank: int, pid: int,
+            code: int) -> None:
     """Report a worker killed by a signal as the run's failure (its peers then leave
-    quietly); print it if it is the first."""
+    quietly; only with the run's ``key``); print it if it is the first."""
     from .comm import health
     message = f"worker rank {rank} (pid {pid}) was killed by {_signal_name(code)}"
-    if health.record_at(spec.master_addr, port, health.Failure(rank, 128 - code, message)):
+    if health.record_at(spec.master_addr, port, health.Failure(rank, 128 - code, message),
+                        key, spec.world_size):
         print(f"sarlite train: {message}", file=sys.stderr, flush=True)
 
 
-def _watch(spec: LaunchSpec, port: int, procs: list[subprocess.Popen]) -> int:
+def _watch(spec: LaunchSpec, port: int, key: bytes | None,
+           procs: list[subprocess.Popen]) -> int:
     """Wait for the workers; the run's exit status."""
     first_rank = spec.node_rank * spec.nproc
     failed_at, status = None, 0
@@ -170,7 +207,7 @@ def _watch(spec: LaunchSpec, port: int, procs: list[subprocess.Popen]) -> int:
             if code not in (None, 0) and status == 0:
                 status, failed_at = (code if code > 0 else 128 - code), time.monotonic()
                 if code < 0:
-                    _killed(spec, port, first_rank + local, procs[local].pid, code)
+                    _killed(spec, port, key, first_rank + local, procs[local].pid, code)
         if all(c is not None for c in codes):
             return status
         if failed_at is not None and time.monotonic() - failed_at > GRACE:
@@ -184,17 +221,21 @@ def launch(spec: LaunchSpec, args: list[str], interface: str | None = None) -> i
 
     Blocking. Call it from the main thread (it handles SIGINT, SIGTERM and SIGHUP).
     """
+    key = run_key(spec, os.environ)
     store = _host_store(spec)
     port = store.port if store is not None else spec.master_port
+    if interface is None and spec.nnodes == 1:
+        from .comm.launchenv import loopback_interface
+        interface = loopback_interface(spec.master_addr)
     procs: list[subprocess.Popen] = []
     previous = {sig: signal.signal(sig, _raise_stopped) for sig in _STOP_SIGNALS}
     try:
         for local in range(spec.nproc):
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "sarlite.train", *args],
-                env=worker_env(spec, local, port, dict(os.environ), interface),
+                env=worker_env(spec, local, port, dict(os.environ), interface, key),
                 start_new_session=True, preexec_fn=_die_with_launcher(os.getpid())))
-        return _watch(spec, port, procs)
+        return _watch(spec, port, key, procs)
     except _Stopped as stop:
         print(f"sarlite train: stopped by {signal.Signals(stop.signum).name}; stopping the "
               f"workers", file=sys.stderr, flush=True)

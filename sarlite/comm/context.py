@@ -15,7 +15,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from . import allocator, health
+from . import allocator, health, runkey
 from .errors import CollectiveError
 from .launchenv import LaunchEnv, read_launch_env, route_interface
 
@@ -48,6 +48,11 @@ def init(backend: str | None = None, timeout: timedelta | float | None = None,
     as long, the monitor names the frozen peer and ends this process, well before
     ``timeout``. When another rank reports the run's failure through the monitor, this
     rank leaves quietly.
+
+    It agrees on the run's secret key (:func:`sarlite.comm.runkey.establish`: the one
+    ``sarlite train`` hands its workers in ``SARLITE_RUN_KEY``, which it then removes
+    from the environment, or one rank 0 makes and broadcasts), which authenticates the
+    health records and the one-sided request service.
 
     A script may end without :func:`sarlite.finalize` (SAR's and DGL's scripts do): an
     exit hook then runs :func:`settle`, so that the process ends cleanly.
@@ -94,7 +99,8 @@ def init(backend: str | None = None, timeout: timedelta | float | None = None,
     _join(backend, env, timeout)
     atexit.unregister(settle)            # once per process, also after several inits
     atexit.register(settle)
-    health.start(env.master_addr, env.master_port, env.rank, env.world_size,
+    key = runkey.establish(os.environ)
+    health.start(env.master_addr, env.master_port, env.rank, env.world_size, key,
                  health.DEFAULT_DEADLINE if heartbeat_timeout is None else heartbeat_timeout)
     return env.rank, env.world_size
 

@@ -195,6 +195,17 @@ def route_interface(master_addr: str) -> str | None:
     return None
 
 
+def loopback_interface(host: str) -> str | None:
+    """Name of the local interface that holds ``host``'s address when ``host`` is a
+    loopback address (``"lo"`` on Linux for ``127.0.0.1``), else ``None``. A one-host
+    run tells gloo to use it, so that gloo's sockets listen on loopback only. Not a
+    collective; no traffic."""
+    for family, sockaddr in _addresses(host):
+        if _plain_ip(sockaddr[0]).is_loopback:
+            return _interface_holding(sockaddr[0], family)
+    return None
+
+
 def reachable_address(master_addr: str | None, interface: str | None = None) -> str:
     """A local address by which the other hosts of the job reach this one.
 
