@@ -16,14 +16,30 @@ servers:
   collective, or computing). A rank can ask and answer at the same time.
 
 Wire protocol, on one connection per (requester, owner), opened at the first request and
-kept: a hello ``(MAGIC, requester rank)``, then any number of requests, each answered
-before the next is sent. All numbers are little-endian int64.
+kept: a mutual proof that both ends hold the run's key, then any number of requests, each
+answered before the next is sent. All numbers are little-endian int64; a tag is the
+32-character hex HMAC of :func:`~sarlite.comm.serving.hello_tag`.
 
 =========  ===================  ===============================================
+challenge  owner -> requester   16 random bytes
+hello      requester -> owner   ``(MAGIC, requester rank)``, 16 random bytes, tag
+proof      owner -> requester   tag (over both random strings and both ranks)
 request    requester -> owner   ``(code, n)``, then ``n`` int64 ids
 answer     owner -> requester   ``(status, nbytes)``, then ``nbytes`` bytes
 leaving    requester -> owner   ``(BYE, 0)``, answered ``(0, 0)``
 =========  ===================  ===============================================
+
+**Security.** The key (:mod:`sarlite.comm.runkey`) never crosses these sockets; a
+connection that cannot prove it holds it within 10 s is closed, so a process outside the
+run can neither read rows nor say that a rank is leaving (a leaving is taken from the
+authenticated peer only). The traffic is not encrypted: run several hosts on a network
+you trust. Limits (:class:`~sarlite.comm.serving.Limits`): ``n`` at most
+:data:`~sarlite.comm.serving.MAX_IDS` ids, answers at most
+:data:`~sarlite.comm.serving.MAX_ANSWER_BYTES` bytes (a larger request or answer is
+answered :data:`~sarlite.comm.serving.REFUSED`; :meth:`RequestService.ask` callers split
+large reads), at most twice the world size of connections proving themselves at once,
+one connection per peer, and an idle connection is closed after the service's timeout
+(the requester reconnects).
 
 **Why sockets and not the process group's point-to-point calls.** Measured with torch
 2.2's gloo: a serving thread blocked in ``recv_anysource`` sometimes never matched a
@@ -50,12 +66,11 @@ is between a request and its answer (that part runs torch code, which must not b
 while Python finalizes). The service needs no other teardown and has none: its threads and
 sockets end with the process.
 
-The sockets are not authenticated (neither are gloo's): anyone who can reach a rank's
-port can read the rows it serves.
 """
 from __future__ import annotations
 
 import atexit
+import hmac
 import os
 import select
 import socket
@@ -67,15 +82,17 @@ from typing import Mapping
 
 import torch
 
-from . import health, traffic
+from . import health, runkey, traffic
 from .collectives import all_gather_object
 from .context import DEFAULT_TIMEOUT, rank, world_size
 from .errors import CollectiveError
 from .launchenv import reachable_address
-from .serving import (ANSWER_RAISED, BYE, MAGIC, OK, PAIR, Answer, Byes, accept_forever,
-                      busy, recv_exact, recv_tensor, send_tensor)
+from .serving import (ANSWER_RAISED, BYE, MAGIC, MAX_ANSWER_BYTES, MAX_IDS, NONCE, OK, PAIR,
+                      REFUSED, TAG, Answer, Byes, Limits, accept_forever, busy, hello_tag,
+                      recv_exact, recv_tensor, send_tensor)
 
-__all__ = ["ANSWER_RAISED", "OK", "Answer", "RequestService"]
+__all__ = ["ANSWER_RAISED", "MAX_ANSWER_BYTES", "MAX_IDS", "OK", "REFUSED", "Answer",
+           "RequestService"]
 
 _EXIT_GRACE = 2.0           # seconds the exit hook waits for answers in progress
 _services: list["RequestService"] = []   # every service of the process, kept for exit
@@ -126,7 +143,8 @@ class RequestService:
         ``SARLITE_TIMEOUT`` seconds (600).
 
     Creating it is a **collective**: every rank calls it (one ``all_gather_object`` of the
-    addresses, bounded by the process group's timeout). With one rank it opens nothing,
+    addresses, bounded by the process group's timeout; before it, one agreement on the
+    run's key when :func:`sarlite.init` did not make one). With one rank it opens nothing,
     and :meth:`ask` must not be called. The service lives as long as the process; at exit
     every rank waits for its peers (see the module docstring and :meth:`leave`).
 
@@ -149,6 +167,7 @@ class RequestService:
         self._byes = Byes()
         if self._size == 1:
             return
+        self._key = runkey.current() or runkey.establish()
         host = reachable_address(os.environ.get("MASTER_ADDR"),
                                  os.environ.get("GLOO_SOCKET_IFNAME"))
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -158,7 +177,8 @@ class RequestService:
                                             f"{what}: exchanging addresses")
         _register(self)
         threading.Thread(target=accept_forever, name="sarlite-accept", daemon=True,
-                         args=(listener, answer, self._seconds, f"{kind}/served",
+                         args=(listener, answer, self._key,
+                               Limits(self._size, self._seconds), f"{kind}/served",
                                self._byes, self._rank)).start()
 
     @property
@@ -190,7 +210,8 @@ class RequestService:
             An owner died or did not answer within the timeout (``what`` and the owner
             named); the other owners' answers are received first.
         ValueError
-            A key is this rank or not a rank.
+            A key is this rank or not a rank, or a request has more than
+            :data:`~sarlite.comm.serving.MAX_IDS` ids.
         """
         me, size = self._rank, self._size
         for peer in requests:
@@ -203,24 +224,24 @@ class RequestService:
             return self._exchange(dict(sorted(requests.items())), what)
 
     def _exchange(self, requests, what: str) -> dict[int, tuple[int, torch.Tensor]]:
-        errors, answers, sent, received = {}, {}, 0, 0
+        errors, answers, sent, received, fresh = {}, {}, 0, 0, set()
         for peer, (code, ids) in requests.items():
             ids = ids.to(torch.int64).contiguous()
+            if ids.numel() > MAX_IDS:
+                raise ValueError(f"{what}: {ids.numel()} ids for rank {peer}; one request "
+                                 f"carries at most {MAX_IDS} (split the read)")
             try:
-                conn = self._connection(peer)
-                conn.sendall(PAIR.pack(code, ids.numel()))
-                send_tensor(conn, ids)
+                fresh.update(self._send(peer, PAIR.pack(code, ids.numel()), ids))
                 sent += PAIR.size + 8 * ids.numel()
             except OSError as err:
                 errors[peer] = self._failed(peer, "sending the request", err)
-        for peer in requests:
+        for peer, (code, ids) in requests.items():
             if peer in errors:
                 continue
             try:
-                conn = self._connections[peer]
-                status, nbytes = PAIR.unpack(recv_exact(conn, PAIR.size))
-                answers[peer] = (status, recv_tensor(conn, nbytes))
-                received += PAIR.size + nbytes
+                status, body = self._receive(peer, fresh, PAIR.pack(code, ids.numel()), ids)
+                answers[peer] = (status, body)
+                received += PAIR.size + body.numel()
             except OSError as err:
                 errors[peer] = self._failed(peer, "waiting for its answer", err)
         traffic.record(self._kind, sent, received)
@@ -232,15 +253,76 @@ class RequestService:
                 f"output)")
         return answers
 
+    def _send(self, peer: int, head: bytes, ids: torch.Tensor | None = None) -> set[int]:
+        """Send a request to ``peer``; ``{peer}`` when it went on a new connection. A kept
+        connection the owner closed meanwhile (it was idle) is replaced once."""
+        fresh = peer not in self._connections
+        try:
+            conn = self._connection(peer)
+            conn.sendall(head)
+            if ids is not None:
+                send_tensor(conn, ids)
+        except OSError:
+            if fresh:
+                raise
+            self._drop(peer)
+            return self._send(peer, head, ids)
+        return {peer} if fresh else set()
+
+    def _receive(self, peer: int, fresh: set[int], head: bytes,
+                 ids: torch.Tensor | None = None) -> tuple[int, torch.Tensor]:
+        """The answer of ``peer``; when a kept connection ends before its first byte (the
+        owner closed it as idle before the request arrived), the request is sent again
+        on a new connection, once (requests only read, so a repeat is harmless)."""
+        conn, kept = self._connections[peer], peer not in fresh
+        try:
+            first = recv_exact(conn, PAIR.size, eof_ok=kept)
+        except ConnectionResetError:
+            if not kept:
+                raise
+            first = None
+        if first is None:
+            self._drop(peer)
+            fresh.update(self._send(peer, head, ids))
+            return self._receive(peer, fresh, head, ids)
+        status, nbytes = PAIR.unpack(first)
+        if not 0 <= nbytes <= MAX_ANSWER_BYTES:
+            raise ConnectionError(f"the answer announced {nbytes} bytes (at most "
+                                  f"{MAX_ANSWER_BYTES})")
+        return status, recv_tensor(conn, nbytes)
+
     def _connection(self, peer: int) -> socket.socket:
-        """The open connection to ``peer``'s service, connecting first if needed."""
+        """The open connection to ``peer``'s service, connecting (and proving that both
+        ends hold the run's key) first if needed."""
         conn = self._connections.get(peer)
         if conn is None:
             conn = socket.create_connection(self._addresses[peer], timeout=self._seconds)
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn.sendall(PAIR.pack(MAGIC, self._rank))
+            try:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self._prove(conn, peer)
+            except OSError:
+                conn.close()
+                raise
             self._connections[peer] = conn
         return conn
+
+    def _prove(self, conn: socket.socket, peer: int) -> None:
+        """The requester's half of the handshake (see the module docstring)."""
+        challenge = recv_exact(conn, NONCE)
+        nonce = os.urandom(NONCE)
+        conn.sendall(PAIR.pack(MAGIC, self._rank) + nonce +
+                     hello_tag(self._key, self._rank, peer, challenge, nonce, "request"))
+        proof = recv_exact(conn, TAG)
+        if not hmac.compare_digest(proof, hello_tag(self._key, self._rank, peer, challenge,
+                                                    nonce, "answer")):
+            raise ConnectionRefusedError(
+                f"the process at that address did not prove it is rank {peer} of this run "
+                f"(it holds another run's key, or is not sarlite's)")
+
+    def _drop(self, peer: int) -> None:
+        conn = self._connections.pop(peer, None)
+        if conn is not None:
+            conn.close()
 
     def leave(self, wait: bool = True) -> list[int]:
         """Tell every peer that this rank is leaving; with ``wait``, then wait until every
@@ -259,9 +341,8 @@ class RequestService:
         with self._lock:
             for peer in peers:
                 try:
-                    conn = self._connection(peer)
-                    conn.sendall(PAIR.pack(BYE, 0))
-                    recv_exact(conn, PAIR.size)
+                    fresh = self._send(peer, PAIR.pack(BYE, 0))
+                    self._receive(peer, fresh, PAIR.pack(BYE, 0))
                 except OSError as err:
                     self._failed(peer, "leaving", err)
                     gone.add(peer)
@@ -281,9 +362,7 @@ class RequestService:
     def _failed(self, peer: int, step: str, err: OSError) -> str:
         """Close the connection to ``peer`` (so that no late answer is misread) and word
         the failure."""
-        conn = self._connections.pop(peer, None)
-        if conn is not None:
-            conn.close()
+        self._drop(peer)
         host, port = self._addresses[peer]
         cause = (f"no answer within {self._timeout}" if isinstance(err, socket.timeout)
                  else f"{type(err).__name__}: {err}")

@@ -1,6 +1,13 @@
 """The owner's side of one-sided requests (:mod:`sarlite.comm.service`): the wire format,
 and the threads that accept connections and answer requests.
 
+A connection must prove within :data:`HANDSHAKE_SECONDS` that it comes from a rank of the
+run (a tag over this side's fresh challenge, made with the run's key); only then is it
+served, as that rank, until it closes, breaks a limit of :class:`Limits` or stays idle.
+Nothing a peer sends can end a serving thread with an exception: a request beyond the
+limits is answered :data:`REFUSED` and the connection closed, an exception of the answer
+function becomes an :data:`ANSWER_RAISED` answer.
+
 Every thread here is a daemon that blocks only in socket calls (plain C), so it is ended
 harmlessly if Python finalizes while it waits. The part of an answer that runs the
 caller's ``answer`` function (torch code) is counted in :data:`busy`, which the exit hook
@@ -9,24 +16,61 @@ waits on.
 from __future__ import annotations
 
 import socket
+import hmac
+import os
 import struct
 import sys
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
-from . import traffic
+from . import runkey, traffic
 
 OK = 0
 ANSWER_RAISED = -1          # status: the owner's answer function raised
+REFUSED = -2                # status: the request broke the service's limits
 MAGIC = 0x5341524C4954      # "SARLIT": the hello of a requester
 BYE = -(2 ** 62)            # request code: the requester is leaving (reserved)
 PAIR = struct.Struct("<qq")
+NONCE = 16                  # bytes of each side's challenge
+TAG = runkey.TAG_CHARS      # bytes of a tag on the wire (ASCII hex)
+HELLO = PAIR.size + NONCE + TAG
+
+MAX_IDS = 1 << 22           # ids in one request (32 MiB of int64)
+MAX_ANSWER_BYTES = 1 << 30  # bytes in one answer
+HANDSHAKE_SECONDS = 10.0    # a new connection must prove itself within this time
 
 Answer = Callable[[int, torch.Tensor], "tuple[int, torch.Tensor | None]"]
+
+
+def hello_tag(key: bytes, requester: int, owner: int, challenge: bytes, nonce: bytes,
+              side: str) -> bytes:
+    """The tag one side of a connection sends to prove it holds the run's key: ``side``
+    is ``"request"`` (the requester's hello) or ``"answer"`` (the owner's reply)."""
+    return runkey.tag(key, "one-sided", side, requester, owner, challenge,
+                      nonce).encode("ascii")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one service accepts: ``world_size`` (so peers are ranks, and at most one
+    connection per peer), ``timeout`` (seconds for each step of an answer, and how long
+    an authenticated connection may stay idle), and the bounds above."""
+
+    world_size: int
+    timeout: float
+    max_ids: int = MAX_IDS
+    max_answer_bytes: int = MAX_ANSWER_BYTES
+    handshake: float = HANDSHAKE_SECONDS
+
+    @property
+    def pending(self) -> int:
+        """Connections that may be proving themselves at once."""
+        return max(8, 2 * self.world_size)
 
 
 class _Busy:
@@ -103,50 +147,127 @@ def send_tensor(sock: socket.socket, tensor: torch.Tensor) -> None:
         sock.sendall(memoryview(tensor.contiguous().view(torch.uint8).numpy()))
 
 
-def accept_forever(listener: socket.socket, answer: Answer, timeout: float, kind: str,
-                   byes: Byes, me: int) -> None:
-    """The accepting thread of rank ``me``: one serving thread per connection, for ever.
-    ``timeout`` (seconds) bounds each step of an answer; ``kind`` is the traffic counter of
-    what is served; ``byes`` collects the peers that said they are leaving."""
+class Peers:
+    """The one authenticated connection of each peer, for one service: a newer one from
+    the same peer replaces (closes) the older."""
+
+    def __init__(self):
+        self._conns: dict[int, socket.socket] = {}
+        self._lock = threading.Lock()
+
+    def admit(self, peer: int, conn: socket.socket) -> None:
+        with self._lock:
+            old, self._conns[peer] = self._conns.get(peer), conn
+        if old is not None:
+            _close(old)
+
+    def drop(self, peer: int, conn: socket.socket) -> None:
+        with self._lock:
+            if self._conns.get(peer) is conn:
+                del self._conns[peer]
+
+
+def _close(conn: socket.socket) -> None:
+    try:
+        conn.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    conn.close()
+
+
+def accept_forever(listener: socket.socket, answer: Answer, key: bytes, limits: Limits,
+                   kind: str, byes: Byes, me: int) -> None:
+    """The accepting thread of rank ``me``: one serving thread per connection, for ever,
+    with at most ``limits.pending`` connections proving themselves at once (more are
+    closed at once). ``kind`` is the traffic counter of what is served; ``byes`` collects
+    the peers that said they are leaving."""
+    pending = threading.BoundedSemaphore(limits.pending)
+    peers = Peers()
     while True:
         try:
             conn, _ = listener.accept()
         except OSError:               # e.g. out of file descriptors: try again later
             time.sleep(0.1)
             continue
-        threading.Thread(target=_serve, args=(conn, answer, timeout, kind, byes, me),
-                         name="sarlite-serve", daemon=True).start()
+        if not pending.acquire(blocking=False):
+            _close(conn)
+            continue
+        threading.Thread(target=_serve, name="sarlite-serve", daemon=True,
+                         args=(conn, answer, key, limits, kind, byes, peers, pending,
+                               me)).start()
 
 
-def _serve(conn: socket.socket, answer: Answer, timeout: float, kind: str, byes: Byes,
-           me: int) -> None:
-    """A serving thread: answer the requests of one connection until it closes."""
+def _handshake(conn: socket.socket, key: bytes, limits: Limits, me: int) -> int | None:
+    """Challenge a new connection; the peer rank it proves to be, or ``None``."""
+    conn.settimeout(min(limits.handshake, limits.timeout))
+    challenge = os.urandom(NONCE)
+    conn.sendall(challenge)
+    hello = recv_exact(conn, HELLO)
+    magic, peer = PAIR.unpack(hello[:PAIR.size])
+    nonce, proof = hello[PAIR.size:PAIR.size + NONCE], hello[PAIR.size + NONCE:]
+    if magic != MAGIC or not 0 <= peer < limits.world_size or peer == me:
+        return None
+    expected = hello_tag(key, peer, me, challenge, nonce, "request")
+    if not hmac.compare_digest(proof, expected):
+        return None
+    conn.sendall(hello_tag(key, peer, me, challenge, nonce, "answer"))
+    return peer
+
+
+def _serve(conn: socket.socket, answer: Answer, key: bytes, limits: Limits, kind: str,
+           byes: Byes, peers: Peers, pending: threading.BoundedSemaphore, me: int) -> None:
+    """A serving thread: authenticate one connection, then answer its requests until it
+    closes, breaks a limit or stays idle too long. Nothing a peer sends ends the thread
+    with an exception."""
+    peer = None
     with conn:
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn.settimeout(timeout)
-            magic, peer = PAIR.unpack(recv_exact(conn, PAIR.size))
-            if magic != MAGIC:
-                return                       # not one of ours
-            while True:
-                conn.settimeout(None)        # idle requesters may stay silent for ever
-                head = recv_exact(conn, PAIR.size, eof_ok=True)
-                if head is None:
-                    return                   # the requester closed the connection
-                conn.settimeout(timeout)
-                code, count = PAIR.unpack(head)
-                if code == BYE:
-                    byes.add(peer)
-                    conn.sendall(PAIR.pack(OK, 0))
-                    continue
-                with busy:
-                    _answer_one(conn, answer, peer, code, count, kind, me)
+            try:
+                peer = _handshake(conn, key, limits, me)
+            finally:
+                pending.release()
+            if peer is None:
+                return                       # not one of the run's ranks
+            peers.admit(peer, conn)
+            _requests(conn, answer, limits, kind, byes, peer, me)
         except OSError:
-            return                           # the requester died or gave up
+            return                           # the requester died, gave up or idled
+        except Exception:  # a bug here must not take the rank's service down silently
+            print(f"sarlite: rank {me}'s one-sided service dropped a connection of rank "
+                  f"{peer}:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
+        finally:
+            if peer is not None:
+                peers.drop(peer, conn)
 
 
-def _answer_one(conn: socket.socket, answer: Answer, peer: int, code: int, count: int,
-                kind: str, me: int) -> None:
+def _requests(conn: socket.socket, answer: Answer, limits: Limits, kind: str, byes: Byes,
+              peer: int, me: int) -> None:
+    """Answer the requests of authenticated ``peer`` until it closes the connection, sends
+    one beyond the limits (answered :data:`REFUSED`, then closed) or is idle for longer
+    than ``limits.timeout`` (a requester reconnects)."""
+    idle = limits.timeout
+    while True:
+        conn.settimeout(idle)
+        head = recv_exact(conn, PAIR.size, eof_ok=True)
+        if head is None:
+            return                           # the requester closed the connection
+        conn.settimeout(limits.timeout)
+        code, count = PAIR.unpack(head)
+        if code == BYE:
+            byes.add(peer)
+            conn.sendall(PAIR.pack(OK, 0))
+            idle = None                      # a leaving peer holds it until it exits
+            continue
+        if not 0 <= count <= limits.max_ids:
+            conn.sendall(PAIR.pack(REFUSED, 0))
+            return                           # the ids that follow cannot be skipped
+        with busy:
+            _answer_one(conn, answer, limits, peer, code, count, kind, me)
+
+
+def _answer_one(conn: socket.socket, answer: Answer, limits: Limits, peer: int, code: int,
+                count: int, kind: str, me: int) -> None:
     ids = recv_tensor(conn, 8 * count).view(torch.int64)
     try:
         status, body = answer(code, ids)
@@ -155,6 +276,8 @@ def _answer_one(conn: socket.socket, answer: Answer, peer: int, code: int, count
               f"{peer}:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
         status, body = ANSWER_RAISED, None
     nbytes = body.numel() if status == OK and body is not None else 0
+    if nbytes > limits.max_answer_bytes:
+        status, nbytes = REFUSED, 0
     with _served:
         traffic.record(kind, nbytes + PAIR.size, ids.numel() * 8 + PAIR.size)
     conn.sendall(PAIR.pack(status, nbytes))

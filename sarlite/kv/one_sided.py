@@ -9,8 +9,10 @@ answers requests for the rows its partition owns, straight from its shards, and
 :class:`OneSidedReader` asks the owners for the rows a read needs.
 
 A request names the tensor by :func:`name_code` (the same on every rank) and carries the
-owner's global ids, each once and ascending; the owner answers with the raw bytes of
-those rows. Rows this rank owns are read locally, so a read of local rows sends nothing.
+owner's global ids, each once and ascending (the owner refuses others, so no answer is
+larger than the owner's rows); the owner answers with the raw bytes of those rows. A read
+of more rows than one request may carry (:data:`~sarlite.comm.service.MAX_IDS` ids or
+:data:`~sarlite.comm.service.MAX_ANSWER_BYTES` bytes) is split into several requests. Rows this rank owns are read locally, so a read of local rows sends nothing.
 Writes stay collective (:meth:`KVStore.push <sarlite.kv.KVStore.push>`).
 """
 from __future__ import annotations
@@ -24,11 +26,11 @@ from typing import Callable
 import torch
 
 from ..comm import CollectiveError
-from ..comm.service import ANSWER_RAISED, OK, RequestService
+from ..comm.service import ANSWER_RAISED, MAX_ANSWER_BYTES, MAX_IDS, OK, REFUSED, RequestService
 from .routing import Policy, _as_bytes, _from_bytes, take_rows
 
 UNKNOWN_TENSOR = 1      # status: the owner has no tensor of that code
-NOT_OWNED = 2           # status: an id asked is not the owner's
+NOT_OWNED = 2           # status: an id asked is not the owner's, or ids are not ascending
 
 Lookup = Callable[[int], "tuple[torch.Tensor, Policy] | None"]
 
@@ -48,8 +50,9 @@ def _answer(lookup_ref: "weakref.WeakMethod", code: int,
     if found is None:
         return UNKNOWN_TENSOR, None
     shard, policy = found
-    if ids.numel() and not bool((policy.to_partid(ids) == policy.part_id).all()):
-        return NOT_OWNED, None
+    if ids.numel() and not (bool((policy.to_partid(ids) == policy.part_id).all()) and
+                            bool((ids[1:] > ids[:-1]).all())):
+        return NOT_OWNED, None          # (distinct ascending ids bound the answer's size)
     return OK, _as_bytes(take_rows(shard, policy.to_local(ids))).reshape(-1)
 
 
@@ -105,12 +108,19 @@ class OneSidedReader:
         chunks = unique.split(counts)          # ascending ids are grouped by owner
         me, code = policy.part_id, name_code(name)
         what = f"one-sided read of {name!r}"
-        asks = {p: (code, chunk) for p, chunk in enumerate(chunks)
-                if p != me and chunk.numel()}
-        answers = self._service.ask(asks, what) if asks else {}
+        row_bytes = max(1, math.prod(shard.shape[1:]) * shard.element_size())
+        step = max(1, min(MAX_IDS, MAX_ANSWER_BYTES // row_bytes))
+        remote = {p: chunk.split(step) for p, chunk in enumerate(chunks)
+                  if p != me and chunk.numel()}
+        rows = {p: [] for p in remote}
+        for round_ in range(max((len(pieces) for pieces in remote.values()), default=0)):
+            asks = {p: (code, pieces[round_]) for p, pieces in remote.items()
+                    if round_ < len(pieces)}
+            for p, answer in self._service.ask(asks, what).items():
+                rows[p].append(_rows(what, name, p, asks[p][1].numel(), answer, shard))
         parts = [take_rows(shard, policy.to_local(chunk)) if p == me else
-                 _rows(what, name, p, chunk.numel(), answers[p], shard)
-                 for p, chunk in enumerate(chunks) if p == me or chunk.numel()]
+                 torch.cat(rows[p]) for p, chunk in enumerate(chunks)
+                 if p == me or chunk.numel()]
         return take_rows(torch.cat(parts), inverse)
 
 
@@ -125,6 +135,9 @@ def _rows(what: str, name: str, owner: int, count: int, answer: tuple[int, torch
     if status == NOT_OWNED:
         raise CollectiveError(f"{what}: rank {owner} does not own all the ids it was "
                               f"asked for; the ranks' partition books differ")
+    if status == REFUSED:
+        raise CollectiveError(f"{what}: rank {owner} refused a request beyond its service's "
+                              f"limits")
     if status == ANSWER_RAISED:
         raise CollectiveError(f"{what}: rank {owner} failed to read the rows (its "
                               f"output has the traceback)")
