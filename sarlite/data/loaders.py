@@ -47,7 +47,6 @@ import csv
 import json
 import operator
 import os
-import pickle
 import warnings
 from pathlib import Path
 from typing import Callable
@@ -59,7 +58,7 @@ import torch
 
 from .edges import simple_graph
 from .ogb import MAG, OGBN, load_ogbn, load_ogbn_mag, refuse_reverse_edges
-from .reading import check, check_edges, finish, mask, read_npz, reading
+from .reading import PlanetoidUnpickler, check, check_edges, finish, mask, read_npz, reading
 from .reddit import load_reddit
 
 _HETEROPHILOUS = (
@@ -100,7 +99,7 @@ def _load_planetoid(root: Path, name: str, split: int, seed: int) -> dgl.DGLGrap
         path = folder / f"ind.{name}.{suffix}"
         with reading(path), open(path, "rb") as f, warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # old scipy module paths
-            objs[suffix] = obj = pickle.load(f, encoding="latin1")
+            objs[suffix] = obj = PlanetoidUnpickler(f, encoding="latin1").load()
             if suffix == "graph":
                 check(isinstance(obj, dict), f"expected a dict, got {type(obj).__name__}")
             else:

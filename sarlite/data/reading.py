@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import pickle
 import zipfile
 from pathlib import Path
 from typing import Iterator
@@ -46,6 +47,28 @@ def reading(path: Path, layout: str | None = None) -> Iterator[None]:
     except Exception as err:  # noqa: BLE001 - any parser failure means a bad file
         raise ValueError(f"malformed dataset file {path}: {type(err).__name__}: {err}"
                          f"{_expected(layout)}") from err
+
+
+class PlanetoidUnpickler(pickle.Unpickler):
+    """Reads Planetoid's pickles (lists, dicts, NumPy arrays, SciPy CSR matrices) and
+    refuses every other class, so that a crafted file cannot run code."""
+
+    _ALLOWED = {("__builtin__", "list"), ("builtins", "list"), ("__builtin__", "dict"),
+                ("builtins", "dict"), ("collections", "defaultdict"),
+                ("collections", "OrderedDict"), ("numpy", "dtype"), ("numpy", "ndarray"),
+                ("numpy.core.multiarray", "_reconstruct"),
+                ("numpy._core.multiarray", "_reconstruct"),
+                ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar")}
+    _CSR = {"scipy.sparse.csr", "scipy.sparse._csr", "scipy.sparse"}
+
+    def find_class(self, module: str, name: str):
+        if module in self._CSR and name == "csr_matrix":
+            import scipy.sparse
+            return scipy.sparse.csr_matrix
+        if (module, name) in self._ALLOWED:
+            return super().find_class(module, name)
+        raise FormatError(f"it pickles {module}.{name}, which a Planetoid file never holds "
+                          f"(refused: unpickling it could run code)")
 
 
 def check(ok: bool, what: str) -> None:

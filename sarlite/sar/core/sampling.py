@@ -103,7 +103,7 @@ def _clustered(full_graph_manager, seeds: torch.Tensor, parts: int,
         return seeds
     path = None if cache is None else f"{cache}_{partition_of(full_graph_manager).rank}_{parts}"
     if path is not None and os.path.isfile(path):
-        return torch.load(path, weights_only=True)
+        return _cached_order(path, seeds)
     sampling_graph = full_graph_manager.sampling_graph
     labeled = torch.zeros(sampling_graph.num_nodes(), dtype=torch.int64)
     labeled[seeds] = 1
@@ -113,6 +113,29 @@ def _clustered(full_graph_manager, seeds: torch.Tensor, parts: int,
     if path is not None:
         torch.save(ordered, path)
     return ordered
+
+
+def _cached_order(path: str, seeds: torch.Tensor) -> torch.Tensor:
+    """The order of ``seeds`` saved in ``path`` by :func:`_clustered`. Loads tensors only
+    (no code runs) and refuses a file that does not hold an order of exactly ``seeds``.
+
+    Raises
+    ------
+    ValueError
+        The file is not such a tensor (damaged, from other seeds, or not sarlite's).
+    """
+    try:
+        ordered = torch.load(path, weights_only=True)
+    except Exception as err:  # torch raises several types for a damaged or foreign file
+        ordered, cause = None, f"{type(err).__name__}: {str(err).splitlines()[0]}"
+    else:
+        cause = "it does not hold an order of this rank's seeds"
+    if isinstance(ordered, torch.Tensor) and ordered.dtype == torch.int64 and \
+            ordered.shape == seeds.shape and \
+            torch.equal(torch.sort(ordered).values, torch.sort(seeds).values):
+        return ordered
+    raise ValueError(f"SAR's batch cache {path} cannot be used ({cause}); remove it to "
+                     f"recompute the clustering")
 
 
 class DataLoader:
