@@ -16,6 +16,11 @@ A homogeneous graph has the one node type ``_N`` and the one edge type ``_N:_E:_
 
 Every file is written under a temporary name and renamed into place, and the JSON is
 written last, so an interrupted run never leaves a partition that looks complete.
+
+sarlite's JSON also records each part file's size and CRC-32 (``"part-<i>"``'s
+``sarlite_files``, which DGL ignores); the loaders here compare them, the sizes that DGL's
+tensor files declare, and the rows of every feature with the partition book (see
+:mod:`sarlite.partition.integrity`).
 """
 from __future__ import annotations
 
@@ -32,6 +37,8 @@ from dgl._ffi.base import DGLError
 from dgl.data.utils import load_tensors, save_tensors
 
 from .book import DEFAULT_ETYPE_STR, DEFAULT_NTYPE, RangePartitionBook
+from .integrity import (check_inner_counts, check_mode, check_rows, check_tensor_file,
+                        verify_files)
 
 REQUIRED_KEYS = ("graph_name", "num_nodes", "num_edges", "num_parts", "node_map",
                  "edge_map")
@@ -281,12 +288,50 @@ def _first_line(err: Exception) -> str:
     return re.sub(r"^\[[0-9:]+\] \S+:\d+: ", "", text.splitlines()[0] if text else "")
 
 
+def _verified(part_config, meta: dict, part_id: int, files: dict, keys: tuple,
+              verify: str) -> None:
+    """Check the files ``keys`` of part ``part_id`` before they are read: their recorded
+    sizes and checksums as ``verify`` says, and the tensor files' declared sizes."""
+    wanted = {key: files[key] for key in keys}
+    verify_files(part_config, part_id, meta[f"part-{part_id}"], wanted, verify)
+    for key in keys:
+        if key != "part_graph":
+            check_tensor_file(files[key], part_config, part_id)
+
+
+def check_part_files(part_config: str | os.PathLike, part_id: int,
+                     verify: str = "auto") -> None:
+    """Check part ``part_id``'s files as :func:`load_partition` does before reading them:
+    recorded sizes and checksums (as ``verify`` says) and the tensor files' declared
+    sizes. Reads the files' headers, and their bytes where a checksum is due.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError, PartitionFileError
+        As :func:`load_partition`.
+    """
+    check_mode(verify)
+    meta = read_part_config(part_config)
+    files = _part_files(part_config, meta, part_id)
+    _verified(part_config, meta, part_id, files, tuple(files), verify)
+
+
+def _features(part_config, path: Path, book, part_id: int, nodes: bool) -> dict:
+    """The features in tensor file ``path``, each with the rows the book gives the part."""
+    features = _read(path, load_tensors, "node features" if nodes else "edge features")
+    check_rows(path, features, book, part_config, part_id, nodes)
+    return features
+
+
 def load_partition(part_config: str | os.PathLike, part_id: int, load_feats: bool = True,
-                   use_graphbolt: bool = False):
+                   use_graphbolt: bool = False, *, verify: str = "auto"):
     """Load one partition, returning what ``dgl.distributed.load_partition`` returns.
 
     Takes DGL 2.1's parameters in its order. Reads files only (no collective); any process
-    may call it for any partition.
+    may call it for any partition. The files are checked before use (see
+    :mod:`sarlite.partition.integrity`): sizes and, as ``verify`` says, checksums that
+    sarlite recorded; the sizes DGL's tensor files declare; inner node and edge counts
+    and the rows of every feature against the partition book.
 
     Parameters
     ----------
@@ -300,6 +345,10 @@ def load_partition(part_config: str | os.PathLike, part_id: int, load_feats: boo
         Must be ``False``: DGL then returns a GraphBolt sampling graph instead of a
         ``DGLGraph``, which sarlite does not build; ``True`` raises
         ``NotImplementedError``.
+    verify:
+        Keyword-only (sarlite). ``"auto"`` (default): recorded sizes, and the CRC-32 of
+        each file changed since its last successful check; ``"full"``: every CRC-32;
+        ``"size"``: sizes only.
 
     Returns
     -------
@@ -316,7 +365,11 @@ def load_partition(part_config: str | os.PathLike, part_id: int, load_feats: boo
     FileNotFoundError
         The config or one of this partition's files is missing.
     ValueError
-        ``part_id`` is out of range, or a file is corrupt.
+        ``part_id`` or ``verify`` is out of range, or a file is corrupt.
+    PartitionFileError
+        (a ``ValueError``) A file differs from its recorded size or checksum, from the
+        size its header declares, or from the partition book's counts; the message names
+        the file and what to do.
     NotImplementedError
         ``use_graphbolt=True``.
     """
@@ -324,23 +377,29 @@ def load_partition(part_config: str | os.PathLike, part_id: int, load_feats: boo
         raise NotImplementedError("load_partition: use_graphbolt=True is not supported: "
                                   "sarlite loads DGL partitions as DGLGraphs only; use "
                                   "dgl.distributed.load_partition for GraphBolt partitions")
+    check_mode(verify)
     meta = read_part_config(part_config)
     files = _part_files(part_config, meta, part_id)
     book, graph_name, ntypes, etypes = load_partition_book(part_config, part_id)
+    keys = ("part_graph", "node_feats", "edge_feats") if load_feats else ("part_graph",)
+    _verified(part_config, meta, part_id, files, keys, verify)
     graph = _read(files["part_graph"], lambda p: dgl.load_graphs(p)[0][0], "partition graph")
+    check_inner_counts(files["part_graph"], graph, book, part_config, part_id)
     node_feats, edge_feats = {}, {}
     if load_feats:
-        node_feats = _read(files["node_feats"], load_tensors, "node features")
-        edge_feats = _read(files["edge_feats"], load_tensors, "edge features")
+        node_feats = _features(part_config, files["node_feats"], book, part_id, True)
+        edge_feats = _features(part_config, files["edge_feats"], book, part_id, False)
     return (graph, node_feats, edge_feats, book, graph_name, book.ntypes,
             book.canonical_etypes)
 
 
 def load_partition_feats(part_config: str | os.PathLike, part_id: int,
-                         load_nodes: bool = True, load_edges: bool = True):
+                         load_nodes: bool = True, load_edges: bool = True, *,
+                         verify: str = "auto"):
     """The features of one partition, as ``dgl.distributed.load_partition_feats``.
 
-    Reads files only (no collective).
+    Reads files only (no collective). The feature files are checked as in
+    :func:`load_partition` (``verify`` likewise).
 
     Returns
     -------
@@ -350,13 +409,18 @@ def load_partition_feats(part_config: str | os.PathLike, part_id: int,
 
     Raises
     ------
-    FileNotFoundError, ValueError
+    FileNotFoundError, ValueError, PartitionFileError
         As :func:`load_partition`.
     """
+    check_mode(verify)
     meta = read_part_config(part_config)
     files = _part_files(part_config, meta, part_id)
-    node_feats = _read(files["node_feats"], load_tensors, "node features") \
+    book = load_partition_book(part_config, part_id)[0]
+    keys = tuple(key for key, wanted in (("node_feats", load_nodes),
+                                         ("edge_feats", load_edges)) if wanted)
+    _verified(part_config, meta, part_id, files, keys, verify)
+    node_feats = _features(part_config, files["node_feats"], book, part_id, True) \
         if load_nodes else None
-    edge_feats = _read(files["edge_feats"], load_tensors, "edge features") \
+    edge_feats = _features(part_config, files["edge_feats"], book, part_id, False) \
         if load_edges else None
     return node_feats, edge_feats

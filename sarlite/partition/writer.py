@@ -13,6 +13,7 @@ import torch
 from .assign import AUTO, check_method, metis_assignment, metis_edge_budget, random_assignment
 from .book import DEFAULT_ETYPE, DEFAULT_ETYPE_STR, DEFAULT_NTYPE
 from .files import naming_full_disk, write_graph, write_json, write_tensors
+from .integrity import FILES_KEY, file_record, verify_files
 from .layout import Layout, halo_graph, layout, narrow, relabel, sort_key
 
 log = logging.getLogger("sarlite.partition")
@@ -100,7 +101,9 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
     random split), then renumbered so that partition ``p`` owns one contiguous id range;
     within a partition nodes keep their original relative order. Every edge belongs to the
     partition of its destination and edges are renumbered the same way. All node and edge
-    data fields are saved, rows of owned nodes/edges only.
+    data fields are saved, rows of owned nodes/edges only. Each part's entry in the JSON
+    also records its files' sizes and CRC-32s (``sarlite_files``, which DGL ignores), which
+    :func:`~sarlite.partition.load_partition` checks.
 
     A heterograph is partitioned on its homogeneous view, as DGL does, and written in DGL
     2.x's heterogeneous format: inside a partition the new ids are grouped by type, the
@@ -240,17 +243,29 @@ def partition_graph(g: dgl.DGLGraph, graph_name: str, num_parts: int,
                                part, num_hops, kinds), graph_formats)
         write_tensors(part_dir / "node_feat.dgl", types.node_rows(g, nodes, part))
         write_tensors(part_dir / "edge_feat.dgl", types.edge_rows(g, edges, part))
-        meta[f"part-{part}"] = {"node_feats": f"part{part}/node_feat.dgl",
-                                "edge_feats": f"part{part}/edge_feat.dgl",
-                                "part_graph": f"part{part}/graph.dgl"}
+        meta[f"part-{part}"] = _part_entry(out, part)
         log.info("wrote part %d/%d: %d nodes, %d edges", part + 1, num_parts,
                  *(int(b[part, 1] - b[part, 0]) for b in (node_blocks, edge_blocks)))
     write_json(config, meta)
+    for part in range(num_parts):     # the files' checks just made, kept for the next load
+        entry = meta[f"part-{part}"]
+        verify_files(config, part, entry, {key: out / entry[key] for key in _FILES})
     log.info("partitioned %s into %d parts in %.1fs: %s", graph_name, num_parts,
              time.time() - start, config)
     if return_mapping:
         return types.mapping(nodes, edges)
     return None
+
+
+_FILES = {"node_feats": "node_feat.dgl", "edge_feats": "edge_feat.dgl",
+          "part_graph": "graph.dgl"}
+
+
+def _part_entry(out: Path, part: int) -> dict:
+    """Part ``part``'s JSON entry: its files' paths, relative to ``out``, and their size
+    and CRC-32 under ``sarlite_files`` (see :mod:`sarlite.partition.integrity`)."""
+    paths = {key: f"part{part}/{name}" for key, name in _FILES.items()}
+    return {**paths, FILES_KEY: {key: file_record(out / rel) for key, rel in paths.items()}}
 
 
 def _reshuffle(view: dgl.DGLGraph, parts: torch.Tensor, types: "_Types", num_parts: int):

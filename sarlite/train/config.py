@@ -66,6 +66,9 @@ class PartitionConfig(_Section):
         "a seeded uniform sample ('auto': max(2^24, 8 x nodes); null: every edge)")
     cache_dir: str = Field("out/partitions", description="where partitions are kept and "
                            "reused while dataset and partition settings stay the same")
+    verify: Literal["auto", "full"] = Field(
+        "auto", description="checks of the partition files before training: sizes, and "
+        "checksums of files changed since their last check (auto), or every checksum (full)")
 
 
 class ModelConfig(_Section):

@@ -6,6 +6,10 @@ key, the number of parts and a unique ``id`` of that partitioning; a rank holds 
 when its local stamp equals rank 0's and the partition JSON and its ``part<rank>/`` files
 are there with rank 0's sizes. So one shared directory, a copy per host, or a fresh empty
 directory per host all work: only what is missing travels, over the process group.
+
+Files are checked as ``partition.verify`` says (see :mod:`sarlite.partition.integrity`):
+rank 0 checks every part it reuses and refuses a damaged one; another rank treats a damaged
+copy of its part as missing and receives it again.
 """
 from __future__ import annotations
 
@@ -21,13 +25,14 @@ from .. import comm
 from ..comm import health
 from ..data import load_graph, train_classes
 from ..partition import partition_graph, read_part_config
-from ..partition.files import atomic_write, write_json
+from ..partition.files import atomic_write, check_part_files, write_json
 from .config import Config, ConfigError
 
 STAMP = "sarlite-stamp.json"
 GRAPH_NAME = "graph"
 KIND = "prepare_partitions"
 _PART_KEYS = ("part_graph", "node_feats", "edge_feats")
+_NOT_KEYED = ("cache_dir", "verify")      # settings the partitions do not depend on
 log = logging.getLogger("sarlite")
 
 
@@ -35,7 +40,8 @@ def partition_key(cfg: Config) -> str:
     """Hash of what the partitions depend on: the dataset and partition settings."""
     data = cfg.model_dump()
     relevant = {"dataset": data["dataset"],
-                "partition": {k: v for k, v in data["partition"].items() if k != "cache_dir"}}
+                "partition": {k: v for k, v in data["partition"].items()
+                              if k not in _NOT_KEYED}}
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -103,7 +109,7 @@ def _part_files(config: Path, meta: dict, part: int) -> list[str]:
     return files
 
 
-def _manifest(config: Path) -> list[dict[str, int]]:
+def _manifest(config: Path, num_parts: int) -> list[dict[str, int]]:
     """Per part, the byte size of each file a rank needs for it (the partition JSON and
     the part's files), keyed by path relative to the partition directory.
 
@@ -111,26 +117,45 @@ def _manifest(config: Path) -> list[dict[str, int]]:
     ------
     FileNotFoundError
         The JSON or a part's file is missing.
+    ConfigError
+        The JSON holds another number of parts than ``num_parts`` (its stamp's and the
+        run's): it was changed after partitioning.
     ValueError
         The JSON is invalid.
     """
     meta = read_part_config(config)
     out = config.parent
+    if meta["num_parts"] != num_parts:
+        raise ConfigError(
+            f"world size {num_parts} does not match the {meta['num_parts']} partitions of "
+            f"{config}, whose {STAMP} records {num_parts}: the JSON was changed after "
+            f"partitioning; remove {out} or use another partition.cache_dir to repartition")
     return [{config.name: config.stat().st_size,
              **{rel: (out / rel).stat().st_size for rel in _part_files(config, meta, part)}}
             for part in range(meta["num_parts"])]
 
 
-def _reusable(cfg: Config, config: Path) -> tuple[dict, list] | None:
+def _reusable(cfg: Config, config: Path, num_parts: int) -> tuple[dict, list] | None:
     """The stamp and manifest of matching, complete partitions in the cache, else ``None``
-    (a directory that holds only some parts, as another rank's copy does, is not)."""
+    (a directory that holds only some parts, as another rank's copy does, is not).
+
+    Raises
+    ------
+    ConfigError
+        The JSON holds another number of parts than the stamp and the run.
+    PartitionFileError
+        A part's file differs from its record (checked as ``partition.verify`` says).
+    """
     stamp = existing_partition(cfg)
     if stamp is None or "id" not in stamp:
         return None
     try:
-        return stamp, _manifest(config)
+        manifest = _manifest(config, num_parts)
     except FileNotFoundError:
         return None
+    for part in range(num_parts):
+        check_part_files(config, part, cfg.partition.verify)
+    return stamp, manifest
 
 
 def _make(cfg: Config, num_parts: int) -> tuple[dict, list]:
@@ -138,7 +163,7 @@ def _make(cfg: Config, num_parts: int) -> tuple[dict, list]:
     check_world_size(cfg, num_parts)
     out = Path(cfg.partition.cache_dir)
     config = out / f"{GRAPH_NAME}.json"
-    found = _reusable(cfg, config)
+    found = _reusable(cfg, config, num_parts)
     if found is not None:
         return found
     g = dataset_graph(cfg)
@@ -151,17 +176,25 @@ def _make(cfg: Config, num_parts: int) -> tuple[dict, list]:
                     seed=cfg.dataset.seed, metis_max_edges=part.metis_max_edges)
     stamp = {"key": partition_key(cfg), "num_parts": num_parts, "id": uuid.uuid4().hex}
     write_json(out / STAMP, stamp)                      # last: the partitions are complete
-    return stamp, _manifest(config)
+    return stamp, _manifest(config, num_parts)
 
 
-def _holds(out: Path, stamp: dict, files: dict[str, int]) -> bool:
-    """Whether ``out`` holds rank 0's partitioning ``stamp`` with ``files`` at their sizes."""
+def _holds(out: Path, part: int, stamp: dict, files: dict[str, int], verify: str) -> bool:
+    """Whether ``out`` holds rank 0's partitioning ``stamp`` with ``files`` at their sizes
+    and part ``part``'s files as their records say (checked as ``verify`` says)."""
     if _read_stamp(out) != stamp:
         return False
     try:
-        return all((out / rel).stat().st_size == size for rel, size in files.items())
+        if any((out / rel).stat().st_size != size for rel, size in files.items()):
+            return False
+        check_part_files(out / f"{GRAPH_NAME}.json", part, verify)
     except OSError:
         return False
+    except ValueError as err:
+        log.warning("rank %d: the copy of partition %d in %s is damaged (%s); receiving it "
+                    "again from rank 0", part, part, out, err)
+        return False
+    return True
 
 
 def _payloads(out: Path, needs: list[bool], manifest: list) -> list:
@@ -212,12 +245,15 @@ def _agree(error: Exception | None) -> None:
         raise ConfigError(f"preparing partitions failed on rank {peer}: {text}")
 
 
-def receive_missing(out: Path, rank: int, stamp: dict, manifest: list) -> int:
+def receive_missing(out: Path, rank: int, stamp: dict, manifest: list,
+                    verify: str = "auto") -> int:
     """Copy each rank's partition from rank 0 into its ``out`` where it is not already there.
 
     Every rank must call it with rank 0's ``stamp`` and ``manifest`` (see
-    :func:`prepare_partitions`). Blocking: one object gather when every rank holds its part;
-    otherwise also a scatter from rank 0 of the missing files and a gather of the outcome.
+    :func:`prepare_partitions`); a copy whose files differ from their records (checked
+    as ``verify`` says) counts as missing. Blocking: one object gather when every rank
+    holds its part; otherwise also a scatter from rank 0 of the missing files and a
+    gather of the outcome.
 
     Returns
     -------
@@ -230,11 +266,16 @@ def receive_missing(out: Path, rank: int, stamp: dict, manifest: list) -> int:
         This rank could not store its part (the message names the directory) or rank 0
         could not read it.
     ConfigError
-        Another rank failed to send or store; the message names it.
+        ``manifest`` lists another number of parts than there are ranks (on every rank),
+        or another rank failed to send or store; the message names it.
     CollectiveError
         A rank died or did not make the same calls in time.
     """
-    missing = rank != 0 and not _holds(out, stamp, manifest[rank])
+    if len(manifest) != comm.world_size():
+        raise ConfigError(f"world size {comm.world_size()} does not match the "
+                          f"{len(manifest)} partitions rank 0 made: use another "
+                          f"partition.cache_dir to repartition")
+    missing = rank != 0 and not _holds(out, rank, stamp, manifest[rank], verify)
     needs = comm.all_gather_object(missing, kind=f"{KIND}/check")
     if not any(needs):
         return 0
@@ -289,5 +330,5 @@ def prepare_partitions(cfg: Config, rank: int, num_parts: int) -> Path:
         raise ConfigError(f"preparing partitions failed: {value}")
     out = Path(cfg.partition.cache_dir)
     stamp, manifest = value
-    receive_missing(out, rank, stamp, manifest)
+    receive_missing(out, rank, stamp, manifest, cfg.partition.verify)
     return out / f"{GRAPH_NAME}.json"
