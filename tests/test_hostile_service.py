@@ -71,6 +71,15 @@ def owner():
     return Owner(Limits(world_size=2, timeout=5.0, handshake=1.0))
 
 
+def _send_and_end(conn: socket.socket, frame: bytes) -> None:
+    """Send ``frame`` and end the sending side (the owner may have closed it already)."""
+    try:
+        conn.sendall(frame)
+        conn.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
 def _closed(conn: socket.socket, timeout: float = 3.0) -> bool:
     """Whether the owner closed ``conn`` (without sending anything first)."""
     conn.settimeout(timeout)
@@ -178,8 +187,7 @@ def test_leaving_counts_only_for_the_authenticated_peer(owner):
 def test_garbage_before_the_handshake_never_reaches_the_answer(owner, frame):
     conn = socket.create_connection(owner.address, timeout=5)
     recv_exact(conn, NONCE)
-    conn.sendall(frame)
-    conn.shutdown(socket.SHUT_WR)
+    _send_and_end(conn, frame)
     conn.settimeout(3)
     try:
         reply = conn.recv(1 << 16)
@@ -197,8 +205,7 @@ def test_garbage_before_the_handshake_never_reaches_the_answer(owner, frame):
                  st.tuples(st.just(7), st.integers(0, 12)).map(lambda p: PAIR.pack(*p))))
 def test_any_frame_after_the_handshake_leaves_the_service_serving(owner, frame):
     conn = owner.connect()
-    conn.sendall(frame)
-    conn.shutdown(socket.SHUT_WR)
+    _send_and_end(conn, frame)
     conn.settimeout(6)
     try:
         while conn.recv(1 << 16):
