@@ -214,3 +214,60 @@ def test_any_frame_after_the_handshake_leaves_the_service_serving(owner, frame):
         pass
     conn.close()
     assert torch.equal(owner.read([8]), ROWS[[8]])
+
+
+# -- a real run ------------------------------------------------------------------------
+
+def _attack_rank_0(rank, world):
+    """Rank 1 attacks rank 0's service as a process without the key would, then reads as
+    a rank; rank 0 says whether it took a forged leaving for rank 1's."""
+    import torch.distributed as tdist
+
+    from sarlite.kv import KVStore
+    from sarlite.partition import RangePartitionBook
+    book = RangePartitionBook(rank, world, [[0, 5], [5, 10]], [[0, 1], [1, 2]])
+    store = KVStore(book, one_sided_reads=True)
+    store.init_data("f", (10, 4), torch.float32, init_func=lambda shape, dtype, ids:
+                    ROWS[ids].to(dtype))
+    service = store._reader._service
+    seen = {}
+    if rank == 1:
+        address = service._addresses[0]
+        old = socket.create_connection(address, timeout=5)      # the protocol before keys
+        old.sendall(PAIR.pack(MAGIC, 1) + PAIR.pack(7, 2) + struct.pack("<2q", 0, 1))
+        seen["old protocol"] = _drained(old)
+        huge = socket.create_connection(address, timeout=5)
+        huge.sendall(PAIR.pack(MAGIC, 1) + bytes(NONCE + TAG) + PAIR.pack(7, 2 ** 31))
+        seen["huge header"] = _drained(huge)
+        bye = socket.create_connection(address, timeout=5)
+        bye.sendall(PAIR.pack(MAGIC, 1) + bytes(NONCE + TAG) + PAIR.pack(BYE, 0))
+        seen["forged leaving"] = _drained(bye)
+        idle = [socket.create_connection(address, timeout=5) for _ in range(100)]
+        seen["read"] = store.pull("f", torch.tensor([0, 4, 9]))
+        for conn in idle:
+            conn.close()
+    tdist.barrier()
+    if rank == 0:
+        seen["rank 1 left"] = service._byes.missing([1]) == []
+    return seen
+
+
+def _drained(conn: socket.socket) -> int:
+    """Bytes the owner sent beyond its 16-byte challenge before it closed ``conn``."""
+    got = b""
+    conn.settimeout(15)
+    try:
+        while chunk := conn.recv(1 << 16):
+            got += chunk
+    except (ConnectionResetError, socket.timeout):
+        pass
+    return len(got) - NONCE
+
+
+def test_a_runs_service_serves_nothing_without_the_key_and_keeps_serving():
+    from harness import spawn
+    owner, attacker = spawn(_attack_rank_0, 2)
+    assert owner == {"rank 1 left": False}
+    assert attacker["old protocol"] == 0 and attacker["huge header"] == 0
+    assert attacker["forged leaving"] == 0
+    assert torch.equal(attacker["read"], ROWS[[0, 4, 9]])

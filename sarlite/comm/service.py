@@ -37,9 +37,10 @@ you trust. Limits (:class:`~sarlite.comm.serving.Limits`): ``n`` at most
 :data:`~sarlite.comm.serving.MAX_IDS` ids, answers at most
 :data:`~sarlite.comm.serving.MAX_ANSWER_BYTES` bytes (a larger request or answer is
 answered :data:`~sarlite.comm.serving.REFUSED`; :meth:`RequestService.ask` callers split
-large reads), at most twice the world size of connections proving themselves at once,
-one connection per peer, and an idle connection is closed after the service's timeout
-(the requester reconnects).
+large reads), at most twice the world size (8 at least) of connections proving
+themselves at once (a newer one evicts the oldest, whose requester, if it is a rank,
+tries again), one connection per peer, and an idle connection is closed after the
+service's timeout (the requester reconnects).
 
 **Why sockets and not the process group's point-to-point calls.** Measured with torch
 2.2's gloo: a serving thread blocked in ``recv_anysource`` sometimes never matched a
@@ -95,6 +96,7 @@ __all__ = ["ANSWER_RAISED", "MAX_ANSWER_BYTES", "MAX_IDS", "OK", "REFUSED", "Ans
            "RequestService"]
 
 _EXIT_GRACE = 2.0           # seconds the exit hook waits for answers in progress
+_CONNECT_TRIES = 5          # a connection evicted while proving itself is tried again
 _services: list["RequestService"] = []   # every service of the process, kept for exit
 _hook = threading.Lock()
 
@@ -295,15 +297,23 @@ class RequestService:
         """The open connection to ``peer``'s service, connecting (and proving that both
         ends hold the run's key) first if needed."""
         conn = self._connections.get(peer)
-        if conn is None:
+        for attempt in range(_CONNECT_TRIES):
+            if conn is not None:
+                break
             conn = socket.create_connection(self._addresses[peer], timeout=self._seconds)
             try:
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 self._prove(conn, peer)
+            except ConnectionError:    # evicted while proving (the owner is flooded)
+                conn.close()
+                if attempt + 1 == _CONNECT_TRIES:
+                    raise
+                conn = None
+                time.sleep(0.05 * (attempt + 1))
             except OSError:
                 conn.close()
                 raise
-            self._connections[peer] = conn
+        self._connections[peer] = conn
         return conn
 
     def _prove(self, conn: socket.socket, peer: int) -> None:
@@ -315,7 +325,7 @@ class RequestService:
         proof = recv_exact(conn, TAG)
         if not hmac.compare_digest(proof, hello_tag(self._key, self._rank, peer, challenge,
                                                     nonce, "answer")):
-            raise ConnectionRefusedError(
+            raise PermissionError(
                 f"the process at that address did not prove it is rank {peer} of this run "
                 f"(it holds another run's key, or is not sarlite's)")
 

@@ -16,6 +16,7 @@ waits on.
 from __future__ import annotations
 
 import socket
+import collections
 import hmac
 import os
 import struct
@@ -159,7 +160,7 @@ class Peers:
         with self._lock:
             old, self._conns[peer] = self._conns.get(peer), conn
         if old is not None:
-            _close(old)
+            _close(old, keep_fd=True)
 
     def drop(self, peer: int, conn: socket.socket) -> None:
         with self._lock:
@@ -167,31 +168,53 @@ class Peers:
                 del self._conns[peer]
 
 
-def _close(conn: socket.socket) -> None:
+def _close(conn: socket.socket, keep_fd: bool = False) -> None:
+    """End ``conn`` for both sides; ``keep_fd`` leaves closing the descriptor to the
+    thread that serves it (so that the number is not reused under it)."""
     try:
         conn.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
-    conn.close()
+    if not keep_fd:
+        conn.close()
+
+
+class Pending:
+    """The connections of one service that are still proving themselves, at most
+    ``limit``: a new one beyond that evicts the oldest (a peer rank proves itself within
+    a millisecond, so only connections that hold a place without proving lose it)."""
+
+    def __init__(self, limit: int):
+        self._limit, self._conns = limit, collections.deque()
+        self._lock = threading.Lock()
+
+    def add(self, conn: socket.socket) -> None:
+        with self._lock:
+            evicted = self._conns.popleft() if len(self._conns) >= self._limit else None
+            self._conns.append(conn)
+        if evicted is not None:
+            _close(evicted, keep_fd=True)       # its thread sees the end and leaves
+
+    def done(self, conn: socket.socket) -> None:
+        with self._lock:
+            if conn in self._conns:
+                self._conns.remove(conn)
 
 
 def accept_forever(listener: socket.socket, answer: Answer, key: bytes, limits: Limits,
                    kind: str, byes: Byes, me: int) -> None:
     """The accepting thread of rank ``me``: one serving thread per connection, for ever,
-    with at most ``limits.pending`` connections proving themselves at once (more are
-    closed at once). ``kind`` is the traffic counter of what is served; ``byes`` collects
-    the peers that said they are leaving."""
-    pending = threading.BoundedSemaphore(limits.pending)
-    peers = Peers()
+    with at most ``limits.pending`` connections proving themselves at once (see
+    :class:`Pending`). ``kind`` is the traffic counter of what is served; ``byes``
+    collects the peers that said they are leaving."""
+    pending, peers = Pending(limits.pending), Peers()
     while True:
         try:
             conn, _ = listener.accept()
         except OSError:               # e.g. out of file descriptors: try again later
             time.sleep(0.1)
             continue
-        if not pending.acquire(blocking=False):
-            _close(conn)
-            continue
+        pending.add(conn)
         threading.Thread(target=_serve, name="sarlite-serve", daemon=True,
                          args=(conn, answer, key, limits, kind, byes, peers, pending,
                                me)).start()
@@ -215,7 +238,7 @@ def _handshake(conn: socket.socket, key: bytes, limits: Limits, me: int) -> int 
 
 
 def _serve(conn: socket.socket, answer: Answer, key: bytes, limits: Limits, kind: str,
-           byes: Byes, peers: Peers, pending: threading.BoundedSemaphore, me: int) -> None:
+           byes: Byes, peers: Peers, pending: Pending, me: int) -> None:
     """A serving thread: authenticate one connection, then answer its requests until it
     closes, breaks a limit or stays idle too long. Nothing a peer sends ends the thread
     with an exception."""
@@ -226,7 +249,7 @@ def _serve(conn: socket.socket, answer: Answer, key: bytes, limits: Limits, kind
             try:
                 peer = _handshake(conn, key, limits, me)
             finally:
-                pending.release()
+                pending.done(conn)
             if peer is None:
                 return                       # not one of the run's ranks
             peers.admit(peer, conn)
