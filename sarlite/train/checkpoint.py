@@ -8,10 +8,21 @@ older epochs are removed after it. So a run killed while saving resumes from the
 complete checkpoint. Learned rows kept in the KV store (sampled training's
 :class:`~sarlite.train.models.SampledEmbeddings`) are saved the same way, by all ranks
 together, under ``embeddings.e<epoch>/``.
+
+Loading reads tensors and plain data only (``weights_only``): a file holding anything else
+(a pickled object, which could run code) is refused with one error, never executed.
+
+``train.overwrite`` deletes nothing before the new run has shown that its input works:
+:func:`start_fresh` moves the earlier run's files into ``out_dir/.previous-<time>-<pid>/``
+and :func:`settle_previous` later removes that folder (once this run has a
+``checkpoint.pt``, or has ended) or moves its files back (the run stopped before).
 """
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import time
 from pathlib import Path
 
 import torch
@@ -23,6 +34,7 @@ from .models import replicated
 from .outputs import CURVES, METRICS, SUMMARY, on_rank0
 
 FILE = "checkpoint.pt"
+PREVIOUS = ".previous-"             # prefix of the folders train.overwrite moves files into
 
 
 def _rank_file(out_dir: Path, epoch: int, rank: int) -> Path:
@@ -73,9 +85,10 @@ def _raise_on_every_rank(error: Exception | None, kind: type, what: str) -> None
 
 def trajectory_hash(cfg: Config) -> str:
     """Hash of everything that shapes the training trajectory (not epochs or output)."""
-    sampling = cfg.train.sampling
+    sampling, ignore = cfg.train.sampling, cfg.train.ignore_label
     return (cfg.digest("dataset", "partition", "model", "optim") + str(cfg.train.seed) +
-            (sampling.model_dump_json() if sampling is not None else ""))
+            (sampling.model_dump_json() if sampling is not None else "") +
+            (f"ignore{ignore}" if ignore is not None else ""))
 
 
 def save(out_dir: Path, cfg: Config, epoch: int, model, optimizer, best: dict,
@@ -83,7 +96,7 @@ def save(out_dir: Path, cfg: Config, epoch: int, model, optimizer, best: dict,
     """Write ``out_dir/checkpoint.pt`` atomically. Rank 0 writes; collective: every rank
     calls it, sends rank 0 its RNG state, and raises if the writing failed. ``sparse``:
     learned rows outside the model (:class:`~sarlite.train.models.SampledEmbeddings`),
-    saved first.
+    saved first. Rank 0 then removes the files train.overwrite moved aside.
 
     Raises
     ------
@@ -105,6 +118,7 @@ def save(out_dir: Path, cfg: Config, epoch: int, model, optimizer, best: dict,
         if not per_rank:
             payload.update(model=model.state_dict(), optimizer=optimizer.state_dict())
         atomic_write(out_dir / FILE, lambda tmp: torch.save(payload, tmp))
+        settle_previous(out_dir)            # this run has a checkpoint: the old files go
     on_rank0(write, rank, "checkpoint_written")
     for old in _rank_files(out_dir, rank):
         if old != _rank_file(out_dir, epoch, rank):
@@ -115,14 +129,22 @@ def save(out_dir: Path, cfg: Config, epoch: int, model, optimizer, best: dict,
                 shutil.rmtree(old, ignore_errors=True)
 
 
-def start_fresh(out_dir: Path, overwrite: bool) -> list[Path]:
+def _outputs(out_dir: Path) -> list[Path]:
+    """A run's files in ``out_dir``, ``checkpoint.pt`` first."""
+    return ([out_dir / name for name in (FILE, METRICS, SUMMARY, CURVES)
+             if (out_dir / name).exists()] + _rank_files(out_dir) + _sparse_dirs(out_dir))
+
+
+def start_fresh(out_dir: Path, overwrite: bool) -> Path | None:
     """Rank 0, before a run that does not resume: refuse an ``out_dir`` holding another
-    run's checkpoint, or (``overwrite``) remove it and that run's outputs.
+    run's checkpoint, or (``overwrite``) move it and that run's outputs aside, into a new
+    ``out_dir/.previous-<time>-<pid>/`` (``checkpoint.pt`` first: see
+    :func:`settle_previous`), with ``os.replace`` on the same filesystem.
 
     Returns
     -------
-    list[Path]
-        The files removed.
+    Path | None
+        The folder the files were moved into; ``None`` when nothing was moved.
 
     Raises
     ------
@@ -135,15 +157,56 @@ def start_fresh(out_dir: Path, overwrite: bool) -> list[Path]:
             raise ConfigError(f"{path} exists (an earlier run's checkpoint): set "
                               f"train.resume=true to continue it, or train.overwrite=true "
                               f"to start over")
-        return []
-    removed = [out_dir / name for name in (FILE, METRICS, SUMMARY, CURVES)
-               if (out_dir / name).exists()] + _rank_files(out_dir)
-    for old in removed:
-        old.unlink()
-    for old in _sparse_dirs(out_dir):
-        shutil.rmtree(old)
-        removed.append(old)
-    return removed
+        return None
+    old = _outputs(out_dir)
+    if not old:
+        return None
+    aside = out_dir / f"{PREVIOUS}{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    aside.mkdir()
+    for item in old:
+        os.replace(item, aside / item.name)
+    return aside
+
+
+def settle_previous(out_dir: Path) -> tuple[str, list[Path]]:
+    """Rank 0: end what :func:`start_fresh` began. When ``out_dir/checkpoint.pt`` exists
+    (the new run has written its first checkpoint) the folders ``.previous-*`` are
+    removed; when it does not (the run stopped before) their files are moved back over the
+    stopped run's, ``checkpoint.pt`` last. Called after each checkpoint, when a run fails,
+    and at each start: a process killed in between (the launcher stops every worker on the
+    first failure) leaves a state the next start settles the same way.
+
+    Returns
+    -------
+    tuple[str, list[Path]]
+        ``("removed", folders)`` or ``("restored", files moved back)``; no paths when there
+        was nothing to settle.
+    """
+    folders = sorted(p for p in out_dir.glob(f"{PREVIOUS}*") if p.is_dir())
+    if (out_dir / FILE).exists():
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+        return "removed", folders
+    restored = []
+    for folder in folders:
+        items = sorted(folder.iterdir(), key=lambda p: p.name == FILE)   # checkpoint last
+        for item in items:
+            target = out_dir / item.name
+            if item.is_dir() and target.is_dir():
+                shutil.rmtree(target)       # the stopped run's learned rows of that epoch
+            os.replace(item, target)
+            restored.append(target)
+        folder.rmdir()
+    return "restored", restored
+
+
+def discard_previous(out_dir: Path) -> list[Path]:
+    """Rank 0, after a run ended cleanly: remove the folders ``.previous-*`` (the files
+    train.overwrite moved aside). Returns them."""
+    folders = sorted(p for p in out_dir.glob(f"{PREVIOUS}*") if p.is_dir())
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+    return folders
 
 
 def load(out_dir: Path, cfg: Config, model, optimizer, rank: int, world_size: int,
@@ -178,6 +241,10 @@ def load(out_dir: Path, cfg: Config, model, optimizer, rank: int, world_size: in
         except (OSError, ValueError) as err:
             raise ConfigError(f"checkpoint {path}: its learned rows cannot be loaded: "
                               f"{err}") from None
+        except Exception as err:  # torch refused or could not parse a file of the rows
+            raise ConfigError(f"checkpoint {path}: its learned rows in "
+                              f"{_sparse_dir(out_dir, payload['epoch'])} cannot be loaded: "
+                              f"a file there {_refusal(err)}") from None
     model.load_state_dict(payload["model"])
     optimizer.load_state_dict(payload["optimizer"])
     torch.set_rng_state(payload["rng"][rank])
@@ -190,21 +257,62 @@ def _read(out_dir: Path, rank: int) -> dict:
     path = out_dir / FILE
     if not path.is_file():
         raise ConfigError(f"train.resume is set but {path} does not exist")
+    payload = _load_file(path, ("epoch", "rng", "best", "config_hash", "world_size"))
+    if payload.get("per_rank"):
+        own = _rank_file(out_dir, payload["epoch"], rank)
+        if not own.is_file():
+            raise ConfigError(f"checkpoint {path} names epoch {payload['epoch']}, but this "
+                              f"rank's state {own.name} does not exist")
+        payload.update(_load_file(own, ()))
+    missing = [k for k in ("model", "optimizer") if k not in payload]
+    if missing:
+        raise ConfigError(f"checkpoint {path} is corrupt or unreadable, not a checkpoint "
+                          f"sarlite wrote: it lacks {missing}")
+    return payload
+
+
+def _load_file(path: Path, keys: tuple) -> dict:
+    """``path`` read as tensors and plain data only, a dict holding ``keys``. Local.
+
+    Raises
+    ------
+    ConfigError
+        The file cannot be read, is damaged, holds anything else (e.g. a pickled
+        object: refused, never run), or lacks a key.
+    """
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-        missing = [k for k in ("epoch", "rng", "best", "config_hash", "world_size")
-                   if k not in payload]
-        if missing:
-            raise KeyError(f"missing {missing}")
-        if payload.get("per_rank"):
-            path = _rank_file(out_dir, payload["epoch"], rank)
-            if not path.is_file():
-                raise FileNotFoundError(f"{out_dir / FILE} names epoch {payload['epoch']}, "
-                                        f"but this rank's state {path.name} does not exist")
-            payload.update(torch.load(path, map_location="cpu", weights_only=True))
-        missing = [k for k in ("model", "optimizer") if k not in payload]
-        if missing:
-            raise KeyError(f"missing {missing}")
-    except Exception as err:  # torch raises many kinds for a damaged file
-        raise ConfigError(f"checkpoint {path} is corrupt or unreadable: {err}") from None
+    except OSError as err:
+        raise ConfigError(f"checkpoint {path} cannot be read: {err.strerror or err}") from None
+    except Exception as err:  # torch raises many kinds for a damaged or foreign file
+        raise ConfigError(f"checkpoint {path} {_refusal(err)}") from None
+    if not isinstance(payload, dict):
+        raise ConfigError(f"checkpoint {path} is corrupt or unreadable, not a checkpoint "
+                          f"sarlite wrote: it holds a {type(payload).__name__}, not a dict")
+    missing = [k for k in keys if k not in payload]
+    if missing:
+        raise ConfigError(f"checkpoint {path} is corrupt or unreadable, not a checkpoint "
+                          f"sarlite wrote: it lacks {missing}")
     return payload
+
+
+_OBJECT = re.compile(r"GLOBAL ([\w.]+)|Unsupported class ([\w.]+)")
+
+
+def _refusal(err: Exception) -> str:
+    """What to say of a file ``torch.load(weights_only=True)`` refused with ``err``: the
+    Python object it holds when torch names one, else that it is damaged (torch's advice
+    to load it with ``weights_only=False`` is left out: that would run the file's code)."""
+    text = str(err)
+    found = _OBJECT.search(text)
+    if found:
+        return (f"is not a checkpoint sarlite wrote: it holds the Python object "
+                f"{found.group(1) or found.group(2)}, and sarlite never loads code or objects "
+                f"from a checkpoint, only tensors and plain data (nothing in the file was "
+                f"run); remove or replace it")
+    if "weights_only" in text or "Weights only" in text:
+        reason = "not in the format torch.save writes, or cut short"
+    else:
+        reason = (text.strip().splitlines() or [type(err).__name__])[0].split(". ")[0]
+    return (f"is corrupt or unreadable, not a checkpoint sarlite wrote ({reason}); remove "
+            f"or replace it")

@@ -150,12 +150,19 @@ class TrainConfig(_Section):
     checkpoint_every: int = Field(0, ge=0, description="save a checkpoint every k epochs "
                                   "(0: never)")
     resume: bool = Field(False, description="continue from the latest checkpoint in out_dir")
-    overwrite: bool = Field(False, description="first remove an earlier run's checkpoint, "
-                            "metrics.jsonl, summary.json and curves.png from out_dir (without "
-                            "it a fresh run refuses an out_dir holding a checkpoint)")
+    overwrite: bool = Field(False, description="start over in an out_dir holding an earlier "
+                            "run: its checkpoint, metrics.jsonl, summary.json and curves.png "
+                            "are moved into out_dir/.previous-<time>-<pid>/, removed once this "
+                            "run writes its first checkpoint (or ends), and moved back if it "
+                            "stops before (without it a fresh run refuses an out_dir holding "
+                            "a checkpoint)")
     allow_nonfinite: bool = Field(False, description="train on through inf/nan in the input "
                                   "features, the loss or a gradient (false: stop with an "
                                   "error naming the first)")
+    ignore_label: Optional[int] = Field(
+        None, description="a label value that marks unlabelled nodes (e.g. -1): rows holding "
+        "it leave the loss, its divisor and the accuracies, also inside split masks (null: "
+        "every row of a split mask must hold a class; rows in no mask may hold anything)")
     sampling: Optional[SamplingConfig] = Field(
         None, description="mini-batch training on sampled neighbourhoods, {fanouts, "
         "batch_size}; evaluation stays one exact full-graph pass (null: full-batch)")

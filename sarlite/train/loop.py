@@ -24,6 +24,7 @@ from .memory import check_budget, planned_graphs
 from .nonfinite import check_features, check_step
 from .outputs import MetricsLog, on_rank0, plot_curves, write_summary
 from .partitions import prepare_partitions
+from .labels import checked_labels
 from .sampled import sampled_loader
 
 SPLITS = ("train", "val", "test")
@@ -75,7 +76,8 @@ def _build_batch(cfg: Config, data: PartitionData) -> tuple[Batch, int, int]:
     Raises
     ------
     ConfigError
-        A node field the training needs is missing.
+        A node field the training needs is missing, or labels or masks are unusable (on
+        every rank, see :func:`~sarlite.train.labels.checked_labels`).
     NonFiniteError
         The input features of this rank hold inf or nan (unless train.allow_nonfinite);
         raised before any collective, on this rank only.
@@ -84,13 +86,14 @@ def _build_batch(cfg: Config, data: PartitionData) -> tuple[Batch, int, int]:
     for key in ("feat", "label", *(f"{s}_mask" for s in SPLITS)):
         if key not in feats:
             raise ConfigError(f"dataset {cfg.dataset.name!r} has no node field {key!r}")
-    x, labels = feats["feat"].float(), feats["label"].long()
+    x = feats["feat"].float()
     if not cfg.train.allow_nonfinite:
         check_features(x, "feat", data.rank, data.owned_range[0])
-    masks = {s: feats[f"{s}_mask"].bool() for s in SPLITS}
-    top = comm.all_reduce(torch.tensor([int(labels.max()) if labels.numel() else 0]), "max",
-                          kind="num_classes")
-    num_classes = int(top) + 1
+    labels, masks, num_classes = checked_labels(
+        cfg, feats["label"], {s: feats[f"{s}_mask"] for s in SPLITS}, data.rank,
+        data.owned_range[0])
+    if cfg.train.ignore_label is not None:        # sampled training's seeds leave them too
+        feats.update({f"{s}_mask": m for s, m in masks.items()})
     engine = _engine(cfg)
     if cfg.model.label_only:
         seeds = torch.nonzero(masks["train"] | masks["val"] | masks["test"]).squeeze(1)
@@ -134,7 +137,8 @@ def _build_hetero_batch(cfg: Config, data: HeteroPartitionData) -> tuple[Batch, 
     Raises
     ------
     ConfigError
-        Not exactly one node type has labels, or it lacks a split mask.
+        Not exactly one node type has labels, or it lacks a split mask, or its labels or
+        masks are unusable (on every rank, see :func:`~sarlite.train.labels.checked_labels`).
     """
     feats = data.node_features
     labelled = sorted(feats.get("label", {}))
@@ -151,10 +155,12 @@ def _build_hetero_batch(cfg: Config, data: HeteroPartitionData) -> tuple[Batch, 
     if not cfg.train.allow_nonfinite:
         for t, v in x.items():
             check_features(v, f"{t}/feat", data.rank, data.owned_range(t)[0])
-    labels = feats["label"][target].long()
-    top = comm.all_reduce(torch.tensor([int(labels.max()) if labels.numel() else 0]), "max",
-                          kind="num_classes")
-    masks = {s: feats[f"{s}_mask"][target].bool() for s in SPLITS}
+    labels, masks, num_classes = checked_labels(
+        cfg, feats["label"][target], {s: feats[f"{s}_mask"][target] for s in SPLITS},
+        data.rank, data.owned_range(target)[0], target)
+    if cfg.train.ignore_label is not None:        # sampled training's seeds leave them too
+        for split, mask in masks.items():
+            feats[f"{split}_mask"][target] = mask
     if cfg.model.label_only:
         seeds = torch.nonzero(masks["train"] | masks["val"] | masks["test"]).squeeze(1)
         mfgs = construct_mfgs(data, {target: seeds}, cfg.model.layers, **_engine(cfg))
@@ -164,7 +170,7 @@ def _build_hetero_batch(cfg: Config, data: HeteroPartitionData) -> tuple[Batch, 
     else:
         g = construct_full_graph(data, **_engine(cfg))
         batch = Batch([g] * cfg.model.layers, x, labels, masks)
-    return batch, target, int(top) + 1
+    return batch, target, num_classes
 
 
 def _hetero_model(cfg: Config, data: HeteroPartitionData, batch: Batch, target: str,
@@ -304,8 +310,9 @@ def _peaks(setup_peak: int | None) -> dict:
 
 def _prepare_out_dir(cfg: Config) -> None:
     """Rank 0, at the start: create ``out_dir``, remove the temporary files killed runs
-    left there and in the partition cache, and refuse (or, with train.overwrite, clear) an
-    earlier run's checkpoint when not resuming.
+    left there and in the partition cache, settle what a killed train.overwrite run left
+    aside (:func:`checkpoint.settle_previous`), and refuse (or, with train.overwrite, move
+    aside) an earlier run's checkpoint and outputs when not resuming.
 
     Raises
     ------
@@ -319,22 +326,65 @@ def _prepare_out_dir(cfg: Config) -> None:
     if stale:
         log.warning("removed %d temporary file(s) left by a killed run: %s", len(stale),
                     ", ".join(map(str, stale)))
+    _settle_previous(out_dir, "an earlier train.overwrite run stopped before its first "
+                              "checkpoint")
     if not cfg.train.resume:
-        cleared = checkpoint.start_fresh(out_dir, cfg.train.overwrite)
-        if cleared:
-            log.warning("train.overwrite: removed %s", ", ".join(map(str, cleared)))
+        aside = checkpoint.start_fresh(out_dir, cfg.train.overwrite)
+        if aside is not None:
+            log.warning("train.overwrite: moved the earlier run's %s into %s; they are "
+                        "removed once this run writes its first checkpoint (or ends), and "
+                        "moved back if it stops before", ", ".join(
+                            p.name for p in sorted(aside.iterdir())), aside)
+
+
+def _settle_previous(out_dir: Path, why: str) -> None:
+    """Rank 0: :func:`checkpoint.settle_previous`, saying what it moved back."""
+    done, paths = checkpoint.settle_previous(out_dir)
+    if done == "restored" and paths:
+        log.warning("%s: moved the earlier run's %s back into %s", why,
+                    ", ".join(p.name for p in paths), out_dir)
 
 
 def run(cfg: Config) -> dict:
     """Train as configured on this worker; rank 0 writes the outputs. Collective.
 
-    Returns the summary (on every rank).
+    Returns the summary (on every rank). With train.overwrite, the earlier run's files,
+    moved aside at the start, are removed once this run has a checkpoint or has ended, and
+    moved back by rank 0 when it fails before (see :func:`checkpoint.settle_previous`).
+
+    Raises
+    ------
+    As :func:`_train`, and ``ConfigError`` for a fresh run in an ``out_dir`` that holds a
+    checkpoint without train.overwrite (on every rank).
+    """
+    # sampled steps allocate batch-sized buffers every step: sampling keeps freed memory
+    # in the process for the next step instead of page-faulting it anew
+    # (sarlite.comm.allocator; SARLITE_MMAP_THRESHOLD still overrides)
+    rank, world = comm.init(mmap_threshold="auto" if cfg.train.sampling is None else
+                            allocator.mini_batch_setting())
+    out_dir = Path(cfg.train.out_dir)
+    on_rank0(lambda: _prepare_out_dir(cfg), rank, "prepare_out_dir")
+    try:
+        summary = _train(cfg, rank, world)
+    except BaseException:
+        if rank == 0:
+            try:
+                _settle_previous(out_dir, "this run stopped before its first checkpoint")
+            except OSError as err:          # the run's own error is the one to report
+                log.warning("could not settle %s/.previous-*: %s", out_dir, err)
+        raise
+    if rank == 0:
+        checkpoint.discard_previous(out_dir)
+    return summary
+
+
+def _train(cfg: Config, rank: int, world: int) -> dict:
+    """:func:`run` after the start: load, train, write the outputs. Collective.
 
     Raises
     ------
     ConfigError
-        Unusable settings or dataset, e.g. a fresh run in an ``out_dir`` that holds a
-        checkpoint (on every rank).
+        Unusable settings or dataset, e.g. labels outside the classes (on every rank).
     NonFiniteError
         Input features (on the rank that holds them), the loss or a gradient (on every
         rank) hold inf or nan, unless train.allow_nonfinite.
@@ -345,13 +395,7 @@ def run(cfg: Config) -> dict:
         while writing <path>" (every rank at the start and for checkpoints; rank 0 for
         metrics.jsonl, summary.json and curves.png).
     """
-    # sampled steps allocate batch-sized buffers every step: sampling keeps freed memory
-    # in the process for the next step instead of page-faulting it anew
-    # (sarlite.comm.allocator; SARLITE_MMAP_THRESHOLD still overrides)
-    rank, world = comm.init(mmap_threshold="auto" if cfg.train.sampling is None else
-                            allocator.mini_batch_setting())
     out_dir = Path(cfg.train.out_dir)
-    on_rank0(lambda: _prepare_out_dir(cfg), rank, "prepare_out_dir")
     part_config = prepare_partitions(cfg, rank, world)
     with health.busy("loading its partition"):   # DGL's readers hold Python's lock
         data = load_partition_data(part_config)    # read once: evaluation and sampling
