@@ -193,3 +193,27 @@ def test_loading_a_missing_checkpoint_is_a_file_not_found_error(one_rank, tmp_pa
     _, (adagrad, _) = one_rank
     with pytest.raises(FileNotFoundError, match="is incomplete"):
         adagrad.load(tmp_path / "nothing")
+
+
+def test_a_saved_rows_file_that_would_run_code_is_refused(one_rank, tmp_path):
+    import os
+
+    class RunsCode:
+        def __reduce__(self):
+            return os.system, (f"touch {tmp_path / 'ran'}",)
+    _, (adagrad, _) = one_rank
+    adagrad.save(tmp_path / "ckpt")
+    rows = sorted((tmp_path / "ckpt").rglob("*.part0.pt"))[0]
+    torch.save({"rows": RunsCode()}, rows)
+    with pytest.raises(ValueError, match=f"{rows.name} cannot be loaded as rows"):
+        adagrad.load(tmp_path / "ckpt")
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_saved_rows_file_of_other_rows_is_refused(one_rank, tmp_path):
+    _, (adagrad, _) = one_rank
+    adagrad.save(tmp_path / "ckpt")
+    rows = sorted((tmp_path / "ckpt").rglob("*.part0.pt"))[0]
+    torch.save(torch.zeros(3, 3), rows)
+    with pytest.raises(ValueError, match=f"{rows.name} holds shape \\(3, 3\\)"):
+        adagrad.load(tmp_path / "ckpt")

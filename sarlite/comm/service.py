@@ -227,11 +227,13 @@ class RequestService:
 
     def _exchange(self, requests, what: str) -> dict[int, tuple[int, torch.Tensor]]:
         errors, answers, sent, received, fresh = {}, {}, 0, 0, set()
-        for peer, (code, ids) in requests.items():
-            ids = ids.to(torch.int64).contiguous()
+        requests = {peer: (code, ids.to(torch.int64).contiguous())
+                    for peer, (code, ids) in requests.items()}
+        for peer, (_, ids) in requests.items():     # before anything is sent
             if ids.numel() > MAX_IDS:
                 raise ValueError(f"{what}: {ids.numel()} ids for rank {peer}; one request "
                                  f"carries at most {MAX_IDS} (split the read)")
+        for peer, (code, ids) in requests.items():
             try:
                 fresh.update(self._send(peer, PAIR.pack(code, ids.numel()), ids))
                 sent += PAIR.size + 8 * ids.numel()

@@ -126,7 +126,34 @@ def _read_rows(path: Path, saved: dict, key: str, tensor: DistTensor) -> torch.T
     for part, (start, end) in enumerate(entry["ranges"]):
         first, last = max(start, lo), min(end, hi)
         if first < last:
-            saved_rows = torch.load(str(path / f"{entry['file']}.part{part}.pt"), mmap=True,
-                                    weights_only=True)
+            saved_rows = _saved_rows(path / f"{entry['file']}.part{part}.pt", end - start,
+                                     tensor)
             rows[first - lo:last - lo] = saved_rows[first - start:last - start]
+    return rows
+
+
+def _saved_rows(file: Path, count: int, like: DistTensor) -> torch.Tensor:
+    """The ``count`` rows saved in ``file``, shaped and typed like ``like``'s. Reads
+    tensors only (``weights_only``: nothing in the file runs).
+
+    Raises
+    ------
+    ValueError
+        The file is damaged, holds anything but such a tensor, or other rows.
+    """
+    try:
+        rows = torch.load(str(file), mmap=True, weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as err:  # torch raises several types for a damaged or foreign file
+        raise ValueError(f"checkpoint file {file} cannot be loaded as rows (it is damaged, "
+                         f"or holds objects, which are never loaded): "
+                         f"{type(err).__name__}: {str(err).splitlines()[0][:200]}") from None
+    want = (count, *like.shape[1:])
+    if not isinstance(rows, torch.Tensor) or tuple(rows.shape) != want or \
+            rows.dtype != like.dtype:
+        found = (f"shape {tuple(rows.shape)} and dtype {rows.dtype}"
+                 if isinstance(rows, torch.Tensor) else f"a {type(rows).__name__}")
+        raise ValueError(f"checkpoint file {file} holds {found}, expected rows of shape "
+                         f"{want} and dtype {like.dtype}")
     return rows

@@ -119,8 +119,8 @@ class OneSidedReader:
             for p, answer in self._service.ask(asks, what).items():
                 rows[p].append(_rows(what, name, p, asks[p][1].numel(), answer, shard))
         parts = [take_rows(shard, policy.to_local(chunk)) if p == me else
-                 torch.cat(rows[p]) for p, chunk in enumerate(chunks)
-                 if p == me or chunk.numel()]
+                 rows[p][0] if len(rows[p]) == 1 else torch.cat(rows[p])
+                 for p, chunk in enumerate(chunks) if p == me or chunk.numel()]
         return take_rows(torch.cat(parts), inverse)
 
 
