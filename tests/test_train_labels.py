@@ -5,15 +5,13 @@ accuracies."""
 import json
 import logging
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from harness import WorkerError, spawn
+from harness import WorkerError, spawn, train_errors
 from sarlite.partition import load_partition
 from sarlite.train import Config
 from sarlite.train.config import ConfigError
@@ -71,12 +69,9 @@ def test_negative_label_on_a_training_row_is_one_error_with_exit_status_2(tmp_pa
     labels[5] = -1                                    # a training row
     cfg = _config(tmp_path, _heterophilous(tmp_path, labels, np.arange(0, 40, 2)))
     (tmp_path / "config.yaml").write_text(json.dumps(cfg))
-    result = subprocess.run([sys.executable, "-m", "sarlite.cli", "train", "--nproc", "1",
-                             "--config", str(tmp_path / "config.yaml")],
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 2, result.stderr
-    errors = [line for line in result.stderr.splitlines() if "sarlite train: error" in line]
-    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
+    code, stderr, errors = train_errors(tmp_path / "config.yaml")
+    assert code == 2, stderr
+    assert len(errors) == 1 and "Traceback" not in stderr, stderr
     assert re.fullmatch(
         r"sarlite train: error \(rank 0\): rank 0's partition: node field 'label' holds 1 "
         r"label that is no class \(a whole number >= 0; the number of classes is the "
@@ -136,8 +131,8 @@ def test_ignore_label_rows_leave_the_loss_its_divisor_and_the_accuracies(tmp_pat
 
 # -- the check itself, on one process ---------------------------------------------------
 
-def _check(labels, masks, **train):
-    cfg = Config.model_validate({"dataset": {"name": "cora", "data_dir": "x"},
+def _check(labels, masks, dataset=(), **train):
+    cfg = Config.model_validate({"dataset": {"name": "cora", "data_dir": "x", **dict(dataset)},
                                  "train": train})
     return checked_labels(cfg, torch.tensor(labels), masks, rank=0, first_id=100)
 
@@ -190,3 +185,10 @@ def test_classes_no_used_row_holds_are_warned_about(caplog):
     assert classes == 100
     assert "the largest label is 99, so 100 classes, but 97 of them (2, 3, 4, 5, 6, ...) " \
            "occur on no row of a split mask" in caplog.text
+
+
+def test_a_real_datasets_declared_classes_refuse_a_label_beyond_them():
+    with pytest.raises(ConfigError, match=r"holds 1 label outside the classes 0\.\.7 "
+                                          r"\(dataset\.num_classes=8\) .* node 102 holds 99"):
+        _check([0, 1, 99, 0, 1, 0], _masks([0, 1, 2], [3], [4, 5]),
+               dataset={"num_classes": 8})

@@ -37,7 +37,9 @@ class DatasetConfig(_Section):
         "or keep the stored directions (false)")
     num_nodes: int = Field(10_000, ge=2, description="synthetic: number of nodes")
     avg_degree: float = Field(10.0, gt=0, description="synthetic: average in-degree")
-    num_classes: int = Field(8, ge=2, description="synthetic: number of classes")
+    num_classes: int = Field(8, ge=2, description="synthetic: number of classes; a real "
+                             "dataset: when set, the classes its labels must be in (unset: "
+                             "the largest label + 1)")
     feat_dim: int = Field(64, ge=1, description="synthetic: feature width")
     seed: int = Field(0, description="seed of the synthetic graph / random split")
     row_normalize: bool = Field(False, description="scale each node's features to sum to "

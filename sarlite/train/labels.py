@@ -2,8 +2,9 @@
 
 A row is *used* when a split mask holds it and its label is not ``train.ignore_label``; a
 used row must hold a class, a whole number in ``[0, classes)``. The classes are
-``dataset.num_classes`` for a synthetic dataset, else the largest label of a used row on
-any rank + 1. Rows in no split mask may hold anything (OGB's -1 for an unlabelled node).
+``dataset.num_classes`` for a synthetic dataset or when the config sets it for a real one,
+else the largest label of a used row on any rank + 1 (rank 0 then warns about classes no
+used row holds). Rows in no split mask may hold anything (OGB's -1 for an unlabelled node).
 Rows holding ``train.ignore_label`` leave the split masks here, and so the loss, its
 divisor, the accuracies and the sampled loader's seeds.
 """
@@ -25,9 +26,13 @@ log = logging.getLogger("sarlite.train")
 
 
 def _declared_classes(cfg: Config) -> int | None:
-    """The number of classes the config declares: dataset.num_classes of a synthetic
-    dataset; ``None`` for a real one (its classes are inferred from its labels)."""
-    return cfg.dataset.num_classes if cfg.dataset.name.lower() in SYNTHETIC_DATASETS else None
+    """The number of classes the config declares: ``dataset.num_classes`` of a synthetic
+    dataset, or of a real one when the config sets it; ``None`` when a real dataset's
+    config does not (its classes are then inferred from its labels)."""
+    data = cfg.dataset
+    if data.name.lower() in SYNTHETIC_DATASETS or "num_classes" in data.model_fields_set:
+        return data.num_classes
+    return None
 
 
 def _shape_problem(labels: torch.Tensor, masks: dict, where: str) -> str | None:
@@ -86,9 +91,9 @@ def checked_labels(cfg: Config, labels: torch.Tensor, masks: dict, rank: int,
 
     A row is *used* when a split mask holds it and its label is not train.ignore_label; a
     used row must hold a class, a whole number in ``[0, classes)``. The classes are
-    dataset.num_classes for a synthetic dataset, else the largest label of a used row on
-    any rank + 1 (rank 0 warns when some of them occur on no used row). Rows in no split
-    mask are not checked: they may hold anything (OGB's -1 for an unlabelled node).
+    :func:`_declared_classes`, else the largest label of a used row on any rank + 1 (rank
+    0 warns when some of them occur on no used row). Rows in no split mask are not
+    checked: they may hold anything (OGB's -1 for an unlabelled node).
     ``first_id``: the global (type-wise for ``ntype``) id of the first owned row.
     Collective (one object gather).
 
