@@ -113,7 +113,8 @@ def sarlite_worker(args) -> None:
     data = sarlite.load_partition_data(args.config)
     num_classes = int(sarlite.comm.all_reduce(
         data.node_features["label"].max().reshape(1), "max", kind="benchmark")) + 1
-    graph = DistGraph.from_partition_data(data, replace_kvstore=True)
+    graph = DistGraph.from_partition_data(data, replace_kvstore=True,
+                                          one_sided_reads=args.one_sided)
     # each worker's own training nodes, so that the loader samples their hop locally
     train = node_split(graph.ndata["train_mask"], graph.get_partition_book(),
                        force_even=False)
@@ -177,6 +178,10 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=common.RESULTS / "sampled")
     parser.add_argument("--cache", type=Path, default=common.CACHE,
                         help="where the generated graph and its partition are kept")
+    parser.add_argument("--one-sided", action="store_true",
+                        help="sarlite reads features one-sidedly (the DGL facade's store: "
+                        "owners answer from serving threads over authenticated sockets) "
+                        "instead of with collectives")
     parser.add_argument("--timeout", type=float, default=1800,
                         help="seconds per run before it is killed")
     parser.add_argument("--worker", choices=("dgl", "sarlite"), help=argparse.SUPPRESS)
@@ -195,7 +200,8 @@ def main(argv=None) -> int:
         return 0
     graph, config = common.cached_partition(args.num_nodes, 20.0, 128, args.world_size,
                                             cache=args.cache)
-    common_args = ["--batch-size", str(args.batch_size), "--epochs", str(args.epochs)]
+    common_args = ["--batch-size", str(args.batch_size), "--epochs", str(args.epochs),
+                   *(["--one-sided"] if args.one_sided else [])]
     pairs = [_pair(args, graph, config, common_args, i) for i in range(args.repeats)]
     ratios = [ours["epoch_s"] / dgl["epoch_s"] for dgl, ours in pairs]
     result = {"world_size": args.world_size, "num_nodes": args.num_nodes,
