@@ -134,3 +134,15 @@ def rows_per_call(record: list):
             record.append(max(list(output_split_sizes) + list(input_split_sizes)))
         return inner(output, input, output_split_sizes, input_split_sizes, **kw)
     return counted
+
+
+def train_errors(config, nproc: int = 1, timeout: float = 300) -> tuple[int, str, list[str]]:
+    """Run ``sarlite train --config config --nproc nproc``: its exit status, its stderr,
+    and the ``sarlite train: error`` lines of that stderr."""
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-m", "sarlite.cli", "train", "--nproc",
+                             str(nproc), "--config", str(config)],
+                            capture_output=True, text=True, timeout=timeout)
+    errors = [line for line in result.stderr.splitlines() if "sarlite train: error" in line]
+    return result.returncode, result.stderr, errors

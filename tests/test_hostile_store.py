@@ -16,11 +16,11 @@ from datetime import timedelta
 import pytest
 from torch.distributed import TCPStore
 
-from benchmarks.faults import (error_lines, seconds_until_gone, start_train, wait_training,
-                               workers, write_config, env)
+from benchmarks.faults import (env, error_lines, seconds_until_gone, start_train,
+                               wait_training, workers, write_config)
 from sarlite.comm import runkey
 from sarlite.comm.health import Failure, _record, _recorded
-from tests.harness import free_port
+from harness import free_port
 
 PREFIX = "sarlite/0/"
 

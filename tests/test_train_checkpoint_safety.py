@@ -2,12 +2,11 @@
 error naming the file, and its code never runs; a damaged file is one error too."""
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
+from harness import train_errors
 from sarlite.train import Config, checkpoint
 from sarlite.train.config import ConfigError
 
@@ -74,15 +73,12 @@ def test_resuming_from_a_crafted_pickle_runs_no_code_and_exits_with_status_2(tmp
            "model": {"hidden": 4},
            "train": {"epochs": 2, "out_dir": str(tmp_path / "run"), "resume": True}}
     (tmp_path / "config.yaml").write_text(json.dumps(cfg))
-    result = subprocess.run([sys.executable, "-m", "sarlite.cli", "train", "--nproc", "1",
-                             "--config", str(tmp_path / "config.yaml")],
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 2, result.stderr
-    errors = [line for line in result.stderr.splitlines() if "sarlite train: error" in line]
+    code, stderr, errors = train_errors(tmp_path / "config.yaml")
+    assert code == 2, stderr
     assert errors == [f"sarlite train: error (rank 0): checkpoint "
                       f"{tmp_path / 'run' / 'checkpoint.pt'} is not a checkpoint sarlite "
                       f"wrote: it holds the Python object posix.system, and sarlite never "
                       f"loads code or objects from a checkpoint, only tensors and plain data "
-                      f"(nothing in the file was run); remove or replace it"], result.stderr
-    assert "Traceback" not in result.stderr
+                      f"(nothing in the file was run); remove or replace it"], stderr
+    assert "Traceback" not in stderr
     assert not marker.exists()
