@@ -27,6 +27,7 @@ training command owes its user:
 from __future__ import annotations
 
 import ctypes
+import ipaddress
 import os
 import signal
 import socket
@@ -114,7 +115,7 @@ def _host_store(spec: LaunchSpec):
 
     import torch.distributed as dist
     try:
-        listener = socket.create_server((spec.master_addr, spec.master_port),
+        listener = socket.create_server((_store_address(spec), spec.master_port),
                                         family=_family(spec.master_addr), backlog=128)
         return dist.TCPStore(spec.master_addr, listener.getsockname()[1], None, True,
                              timeout=timedelta(seconds=60), wait_for_workers=False,
@@ -122,6 +123,16 @@ def _host_store(spec: LaunchSpec):
     except (OSError, RuntimeError) as err:
         raise OSError(f"cannot listen on {spec.master_addr}:{spec.master_port} for the "
                       f"rendezvous store: {err}") from None
+
+
+def _store_address(spec: LaunchSpec) -> str:
+    """Where the store listens: the master address; with several hosts, every interface
+    (as torch's own store) when that address is a loopback one here, as a host name that
+    resolves to 127.0.1.1 locally but to the host's address elsewhere is."""
+    if spec.nnodes > 1 and any(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback
+                               for info in socket.getaddrinfo(spec.master_addr, None)):
+        return ""
+    return spec.master_addr
 
 
 def _family(host: str) -> int:
