@@ -20,6 +20,7 @@ from benchmarks.faults import (env, error_lines, seconds_until_gone, start_train
                                wait_training, workers, write_config)
 from sarlite.comm import runkey
 from sarlite.comm.health import Failure, _record, _recorded
+from sarlite.launch import LaunchSpec, _store_address
 from harness import free_port
 
 PREFIX = "sarlite/0/"
@@ -69,6 +70,16 @@ def test_garbage_appended_before_a_real_failure_does_not_hide_it(store):
     store.append(PREFIX + "failures", "unterminated garbage without a newline")
     failure = Failure(0, 2, "real")
     assert _record(store, PREFIX, failure, key, 2) == failure
+
+
+@pytest.mark.parametrize("nnodes, addr, bound", [(1, "127.0.0.1", "127.0.0.1"),
+                                                 (2, "10.0.0.1", "10.0.0.1"),
+                                                 (2, "localhost", "")])
+def test_the_launchers_store_binds_the_master_address_unless_it_is_loopback_on_many_hosts(
+        nnodes, addr, bound):
+    spec = LaunchSpec(nproc=2, nnodes=nnodes, master_addr=addr,
+                      master_port=29500 if nnodes > 1 else 0)
+    assert _store_address(spec) == bound
 
 
 # -- a real run ------------------------------------------------------------------------
