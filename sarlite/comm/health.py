@@ -68,7 +68,8 @@ class Failure:
         """One line of the failure log, tagged with ``key`` (``prefix`` names the run's
         attempt, so a record of an earlier attempt does not count in this one)."""
         text = self.message.encode().hex()
-        return f"{self.rank}|{self.code}|{text}|{runkey.tag(key, prefix, 'failure', self.rank, self.code, text)}"
+        tag = runkey.tag(key, prefix, "failure", self.rank, self.code, text)
+        return f"{self.rank}|{self.code}|{text}|{tag}"
 
     @staticmethod
     def decode(line: str, key: bytes, prefix: str, world_size: int) -> "Failure | None":

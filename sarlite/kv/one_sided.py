@@ -12,7 +12,8 @@ A request names the tensor by :func:`name_code` (the same on every rank) and car
 owner's global ids, each once and ascending (the owner refuses others, so no answer is
 larger than the owner's rows); the owner answers with the raw bytes of those rows. A read
 of more rows than one request may carry (:data:`~sarlite.comm.service.MAX_IDS` ids or
-:data:`~sarlite.comm.service.MAX_ANSWER_BYTES` bytes) is split into several requests. Rows this rank owns are read locally, so a read of local rows sends nothing.
+:data:`~sarlite.comm.service.MAX_ANSWER_BYTES` bytes) is split into several requests.
+Rows this rank owns are read locally, so a read of local rows sends nothing.
 Writes stay collective (:meth:`KVStore.push <sarlite.kv.KVStore.push>`).
 """
 from __future__ import annotations

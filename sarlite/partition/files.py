@@ -299,6 +299,13 @@ def _verified(part_config, meta: dict, part_id: int, files: dict, keys: tuple,
             check_tensor_file(files[key], part_config, part_id)
 
 
+def _checked_part(part_config, part_id: int, verify: str) -> tuple[dict, dict]:
+    """The JSON and part ``part_id``'s file paths, after checking ``verify``."""
+    check_mode(verify)
+    meta = read_part_config(part_config)
+    return meta, _part_files(part_config, meta, part_id)
+
+
 def check_part_files(part_config: str | os.PathLike, part_id: int,
                      verify: str = "auto") -> None:
     """Check part ``part_id``'s files as :func:`load_partition` does before reading them:
@@ -310,9 +317,7 @@ def check_part_files(part_config: str | os.PathLike, part_id: int,
     FileNotFoundError, ValueError, PartitionFileError
         As :func:`load_partition`.
     """
-    check_mode(verify)
-    meta = read_part_config(part_config)
-    files = _part_files(part_config, meta, part_id)
+    meta, files = _checked_part(part_config, part_id, verify)
     _verified(part_config, meta, part_id, files, tuple(files), verify)
 
 
@@ -377,9 +382,7 @@ def load_partition(part_config: str | os.PathLike, part_id: int, load_feats: boo
         raise NotImplementedError("load_partition: use_graphbolt=True is not supported: "
                                   "sarlite loads DGL partitions as DGLGraphs only; use "
                                   "dgl.distributed.load_partition for GraphBolt partitions")
-    check_mode(verify)
-    meta = read_part_config(part_config)
-    files = _part_files(part_config, meta, part_id)
+    meta, files = _checked_part(part_config, part_id, verify)
     book, graph_name, ntypes, etypes = load_partition_book(part_config, part_id)
     keys = ("part_graph", "node_feats", "edge_feats") if load_feats else ("part_graph",)
     _verified(part_config, meta, part_id, files, keys, verify)
@@ -412,9 +415,7 @@ def load_partition_feats(part_config: str | os.PathLike, part_id: int,
     FileNotFoundError, ValueError, PartitionFileError
         As :func:`load_partition`.
     """
-    check_mode(verify)
-    meta = read_part_config(part_config)
-    files = _part_files(part_config, meta, part_id)
+    meta, files = _checked_part(part_config, part_id, verify)
     book = load_partition_book(part_config, part_id)[0]
     keys = tuple(key for key, wanted in (("node_feats", load_nodes),
                                          ("edge_feats", load_edges)) if wanted)

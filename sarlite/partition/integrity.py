@@ -126,15 +126,11 @@ def _read_sidecar(path: Path) -> dict:
 
 def _write_sidecar(path: Path, checked: dict) -> None:
     """Write ``checked`` atomically; a directory that cannot take it is left alone."""
-    tmp = f"{path}.tmp-{os.getpid()}"
+    from .files import write_json       # files imports this module
     try:
-        Path(tmp).write_text(json.dumps(checked, indent=1))
-        os.replace(tmp, path)
+        write_json(path, checked)
     except OSError as err:
         log.debug("cannot record partition checks in %s: %s", path, err)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def _still_valid(known, key: tuple, crc: int) -> bool:

@@ -182,13 +182,10 @@ def settle_previous(out_dir: Path) -> tuple[str, list[Path]]:
         ``("removed", folders)`` or ``("restored", files moved back)``; no paths when there
         was nothing to settle.
     """
-    folders = sorted(p for p in out_dir.glob(f"{PREVIOUS}*") if p.is_dir())
     if (out_dir / FILE).exists():
-        for folder in folders:
-            shutil.rmtree(folder, ignore_errors=True)
-        return "removed", folders
+        return "removed", discard_previous(out_dir)
     restored = []
-    for folder in folders:
+    for folder in _previous(out_dir):
         items = sorted(folder.iterdir(), key=lambda p: p.name == FILE)   # checkpoint last
         for item in items:
             target = out_dir / item.name
@@ -203,10 +200,15 @@ def settle_previous(out_dir: Path) -> tuple[str, list[Path]]:
 def discard_previous(out_dir: Path) -> list[Path]:
     """Rank 0, after a run ended cleanly: remove the folders ``.previous-*`` (the files
     train.overwrite moved aside). Returns them."""
-    folders = sorted(p for p in out_dir.glob(f"{PREVIOUS}*") if p.is_dir())
+    folders = _previous(out_dir)
     for folder in folders:
         shutil.rmtree(folder, ignore_errors=True)
     return folders
+
+
+def _previous(out_dir: Path) -> list[Path]:
+    """The folders train.overwrite moved earlier runs' files into."""
+    return sorted(p for p in out_dir.glob(f"{PREVIOUS}*") if p.is_dir())
 
 
 def load(out_dir: Path, cfg: Config, model, optimizer, rank: int, world_size: int,
