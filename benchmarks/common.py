@@ -21,13 +21,13 @@ CACHE = RESULTS / "tmp"
 
 def rss_mib() -> float:
     """Current resident set size of this process, MiB."""
-    from sarlite.comm.resident import resident_bytes
+    from sarlite.runtime.resident import resident_bytes
     return resident_bytes() / 2**20
 
 
 def peak_rss_mib() -> float:
     """High-water mark of the resident set size since start or the last reset, MiB."""
-    from sarlite.comm.resident import peak_resident_bytes
+    from sarlite.runtime.resident import peak_resident_bytes
     return peak_resident_bytes() / 2**20
 
 
@@ -43,7 +43,7 @@ def cpu_ticks() -> tuple[int, int]:
 
 def reset_peak_rss() -> None:
     """Restart the RSS high-water mark from the current RSS."""
-    from sarlite.comm.resident import reset_peak
+    from sarlite.runtime.resident import reset_peak
     reset_peak()
 
 
@@ -145,7 +145,7 @@ def bench_env() -> dict[str, str]:
     ``MALLOC_MMAP_THRESHOLD_=131072`` makes glibc return freed tensors to the system at
     once instead of keeping them in its heap, where they would hide the real peak (RSS)
     and inflate the baseline of the next epoch. ``sarlite.init`` now fixes the same
-    threshold itself (:mod:`sarlite.comm.allocator`).
+    threshold itself (:mod:`sarlite.runtime.allocator`).
     """
     return dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072", OMP_NUM_THREADS="1",
                 DGLBACKEND="pytorch")

@@ -40,7 +40,7 @@ class LayerMeter:
 
     def __init__(self, layers, params):
         import torch
-        from sarlite.comm.resident import peak_resident_bytes, reset_peak, resident_bytes
+        from sarlite.runtime.resident import peak_resident_bytes, reset_peak, resident_bytes
         self._now, self._peak, self._reset = resident_bytes, peak_resident_bytes, reset_peak
         self._params = {p.untyped_storage().data_ptr() for p in params}
         self.rows = [{"forward_peak": 0, "kept": 0, "backward_peak": 0} for _ in layers]
@@ -102,7 +102,7 @@ def worker(args) -> None:
     import torch.nn.functional as F
 
     import sarlite
-    from sarlite.comm.resident import peak_resident_bytes, reset_peak, resident_bytes
+    from sarlite.runtime.resident import peak_resident_bytes, reset_peak, resident_bytes
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

@@ -108,7 +108,7 @@ def sarlite_worker(args) -> None:
     from sarlite.sampling import DistGraph, node_split
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    # as sarlite.comm.allocator advises for mini-batches (and `sarlite train` does)
+    # as sarlite.runtime.allocator advises for mini-batches (and `sarlite train` does)
     rank, world = sarlite.init(backend="gloo", mmap_threshold="retain")
     data = sarlite.load_partition_data(args.config)
     num_classes = int(sarlite.comm.all_reduce(

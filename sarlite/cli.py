@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 
@@ -99,9 +100,11 @@ def _train(args: argparse.Namespace) -> int:
                       master_addr=args.master_addr, master_port=args.master_port)
     cfg = load_config(args.config, args.set)        # fail fast, before starting workers
     check_world_size(cfg, spec.world_size)
+    # what the workers will read from the environment they inherit (malformed: fail here)
+    settings = _worker_settings(sampled=cfg.train.sampling is not None)
     interface = None
     if spec.nnodes > 1:
-        from .comm.launchenv import route_interface
+        from .runtime.launchenv import route_interface
         interface = route_interface(spec.master_addr)
     worker_args = (["--config", args.config] if args.config else []) + \
         (["--set", *args.set] if args.set else [])
@@ -110,8 +113,19 @@ def _train(args: argparse.Namespace) -> int:
              f"{spec.world_size}; master {spec.master_addr}:{spec.master_port}"
              f"{f', interface {interface}' if interface else ''})" if spec.nnodes > 1 else "")
     print(f"launching {spec.nproc} workers{where}: python -m sarlite.train "
-          f"{' '.join(worker_args)}", flush=True)
+          f"{' '.join(worker_args)} ({settings.describe()})", flush=True)
     return launch(spec, worker_args, interface)
+
+
+def _worker_settings(sampled: bool):
+    """The settings ``sarlite.init`` will take from this environment in ``sarlite
+    train``'s workers (:mod:`sarlite.runtime.settings`); the allocator's default is the
+    one for mini-batches when ``sampled``.
+
+    Raises ValueError when a ``SARLITE_*`` variable is malformed."""
+    from .runtime import allocator, read_settings
+    return read_settings(os.environ, mmap_default=allocator.RETAIN if sampled
+                         else allocator.DEFAULT_THRESHOLD)
 
 
 class _ListConfigs(argparse.Action):

@@ -6,7 +6,7 @@ training command owes its user:
 * every worker gets torchrun's environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
   ``MASTER_ADDR``, ``MASTER_PORT``, ...); on host 0 the launcher itself hosts the
   rendezvous store, so the store outlives any worker and a failing rank's message
-  reaches the others (:mod:`sarlite.comm.health`);
+  reaches the others (:mod:`sarlite.runtime.health`);
 * workers run in sessions of their own (a Ctrl-C in the terminal reaches only the
   launcher) and are killed by Linux when the launcher dies, even by ``kill -9``;
 * SIGINT, SIGTERM and SIGHUP to the launcher stop every worker (SIGTERM, then SIGKILL
@@ -19,7 +19,7 @@ training command owes its user:
   master address is a loopback one, gloo uses the loopback interface;
 * the store listens on the master address only (the loopback interface for a one-host
   run), not on every interface as torch's own store does;
-* the run's secret key (:mod:`sarlite.comm.runkey`) is made here and handed to the
+* the run's secret key (:mod:`sarlite.runtime.runkey`) is made here and handed to the
   workers in their environment, unless several hosts take part (rank 0 makes it then)
   or the user set ``SARLITE_RUN_KEY`` (passed on as it is): it authenticates the
   workers' health records, and the launcher's own report of a killed worker.
@@ -79,7 +79,7 @@ def run_key(spec: LaunchSpec, base: dict) -> bytes | None:
     on a one-host run, else ``None`` (rank 0 makes one; the launchers never learn it).
 
     Raises ValueError when the user's ``SARLITE_RUN_KEY`` is malformed."""
-    from .comm import runkey
+    from .runtime import runkey
     if runkey.KEY_ENV in base:
         return runkey.parse_key(base[runkey.KEY_ENV])
     return runkey.new_key() if spec.nnodes == 1 else None
@@ -92,7 +92,7 @@ def worker_env(spec: LaunchSpec, local_rank: int, port: int, base: dict,
     the launcher of host 0 hosts."""
     env = dict(base)
     if key is not None:
-        from .comm.runkey import KEY_ENV
+        from .runtime.runkey import KEY_ENV
         env[KEY_ENV] = key.hex()
     env.update(RANK=str(spec.node_rank * spec.nproc + local_rank),
                WORLD_SIZE=str(spec.world_size), LOCAL_RANK=str(local_rank),
@@ -200,7 +200,7 @@ def _killed(spec: LaunchSpec, port: int, key: bytes | None, rank: int, pid: int,
             code: int) -> None:
     """Report a worker killed by a signal as the run's failure (its peers then leave
     quietly; only with the run's ``key``); print it if it is the first."""
-    from .comm import health
+    from .runtime import health
     message = f"worker rank {rank} (pid {pid}) was killed by {_signal_name(code)}"
     if health.record_at(spec.master_addr, port, health.Failure(rank, 128 - code, message),
                         key, spec.world_size):
@@ -236,7 +236,7 @@ def launch(spec: LaunchSpec, args: list[str], interface: str | None = None) -> i
     store = _host_store(spec)
     port = store.port if store is not None else spec.master_port
     if interface is None and spec.nnodes == 1:
-        from .comm.launchenv import loopback_interface
+        from .runtime.launchenv import loopback_interface
         interface = loopback_interface(spec.master_addr)
     procs: list[subprocess.Popen] = []
     previous = {sig: signal.signal(sig, _raise_stopped) for sig in _STOP_SIGNALS}

@@ -5,13 +5,13 @@ import sys
 
 import pytest
 
-from sarlite.comm import allocator
+from sarlite.runtime import allocator
 
 # A 16 MiB tensor freed (glibc then raises its threshold to 16 MiB), then four 4 MiB
 # tensors freed: the MiB still resident afterwards.
 RETAINED = """
 import sys, torch
-from sarlite.comm import allocator
+from sarlite.runtime import allocator
 if sys.argv[1] == "fixed":
     assert allocator.fix_mmap_threshold(allocator.DEFAULT_THRESHOLD)
 if sys.argv[1] == "retain":
@@ -41,7 +41,7 @@ def test_freed_buffers_stay_resident_by_default_and_leave_with_the_threshold_fix
 # the kernel had to map afresh (minor faults) in the last six steps.
 REFAULTED = """
 import resource, sys, torch
-from sarlite.comm import allocator
+from sarlite.runtime import allocator
 if sys.argv[1] == "retain":
     assert allocator.retain_freed_memory()
 faults = []

@@ -195,7 +195,7 @@ def test_sampling_another_ranks_seeds_locally_is_refused(own_seeds):
 def _loader_warnings(rank, world):
     import warnings
 
-    from sarlite.comm import allocator
+    from sarlite.runtime import allocator
     from sarlite.sampling import DistDataLoader
     seen = []
     for setting in (allocator.DEFAULT_THRESHOLD, allocator.RETAIN):

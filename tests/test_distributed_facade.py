@@ -158,7 +158,7 @@ def _facade_makes_the_group(rank, world, config):
     nids = sd.node_split(mask, book)
     after = tdist.is_initialized()
     g = sd.DistGraph("g", part_config=config)
-    from sarlite.comm import allocator
+    from sarlite.runtime import allocator
     return {"initialize": initialized, "before": before, "after": after,
             "world": tdist.get_world_size(), "nids": nids, "allocator": allocator.applied(),
             "expected": split.node_split(mask, book, rank=rank), "feats": _feats(g)}

@@ -1,6 +1,6 @@
 """The one-sided request service against a client that is not one of the run's ranks.
 
-An owner's serving side (:func:`sarlite.comm.serving.accept_forever`) runs here in the
+An owner's serving side (:func:`sarlite.kv.serving.accept_forever`) runs here in the
 test process on loopback, with a run key and an answer function that serves rows of a
 small tensor; the "attacker" speaks raw TCP to it, as any local process could. After
 every attack a rank that holds the key must still be served: no attack may end the
@@ -20,8 +20,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sarlite.comm import runkey
-from sarlite.comm.serving import (BYE, HELLO, MAGIC, MAX_IDS, NONCE, OK, PAIR, REFUSED, TAG,
+from sarlite.runtime import runkey
+from sarlite.kv.serving import (BYE, HELLO, MAGIC, MAX_IDS, NONCE, OK, PAIR, REFUSED, TAG,
                                   Byes, Limits, accept_forever, hello_tag, recv_exact)
 
 ROWS = torch.arange(40, dtype=torch.float32).reshape(10, 4)

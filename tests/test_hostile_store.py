@@ -18,8 +18,8 @@ from torch.distributed import TCPStore
 
 from benchmarks.faults import (env, error_lines, seconds_until_gone, start_train,
                                wait_training, workers, write_config)
-from sarlite.comm import runkey
-from sarlite.comm.health import Failure, _record, _recorded
+from sarlite.runtime import runkey
+from sarlite.runtime.health import Failure, _record, _recorded
 from sarlite.launch import LaunchSpec, _store_address
 from harness import free_port
 

@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from harness import free_port
-from sarlite.comm.launchenv import LaunchEnv, read_launch_env, route_interface
+from sarlite.runtime.launchenv import LaunchEnv, read_launch_env, route_interface
 
 MASTER = {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "1234"}
 

@@ -23,7 +23,8 @@ import torch
 import torch.distributed as dist
 
 from . import traffic
-from .context import comm_device, rank, settle, world_size
+from .context import settle
+from .group import comm_device, rank, world_size
 from .errors import disagreement, guarded
 
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}

@@ -1,7 +1,10 @@
 """Process-group set-up from the launcher's environment (torchrun, mpirun, srun).
 
 Every sarlite process is a worker that owns one partition. ``init`` is the only set-up
-call; everything else reads the default process group.
+call; everything else reads the default process group. ``init`` is also where the
+environment's settings (``SARLITE_TIMEOUT``, ``SARLITE_HEARTBEAT_TIMEOUT``,
+``SARLITE_MMAP_THRESHOLD``; :mod:`sarlite.runtime.settings`) are read, once; what it chose
+is :func:`settings`.
 """
 from __future__ import annotations
 
@@ -10,17 +13,24 @@ import ctypes
 import logging
 import os
 import time
+from dataclasses import replace
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
-from . import allocator, health, runkey
-from .errors import CollectiveError
-from .launchenv import LaunchEnv, read_launch_env, route_interface
+from ..runtime import allocator, health, runkey
+from ..runtime.launchenv import LaunchEnv, read_launch_env, route_interface
+from ..runtime.settings import RuntimeSettings, read_settings
+from .errors import CollectiveError, guarded
+from .group import comm_device, rank, world_size
 
-DEFAULT_TIMEOUT = timedelta(seconds=int(os.environ.get("SARLITE_TIMEOUT", "600")))
+__all__ = ["comm_device", "init", "rank", "run_key", "settings", "settle", "world_size"]
+
 GLOO_SETTLE = 0.1          # seconds; see settle
+
+# What the last init chose (settings()): recorded once per init, like the group itself.
+_settings: RuntimeSettings | None = None
 
 
 def init(backend: str | None = None, timeout: timedelta | float | None = None,
@@ -33,7 +43,7 @@ def init(backend: str | None = None, timeout: timedelta | float | None = None,
     ``LOCAL_RANK`` to pick the CUDA device); without them, the variables ``mpirun`` (Open
     MPI's ``OMPI_COMM_WORLD_*``, PMI's ``PMI_*``) or Slurm's ``srun`` (``SLURM_PROCID``,
     ``SLURM_NTASKS``) set, with rank 0's host in ``MASTER_ADDR`` (``MASTER_PORT`` defaults
-    to 29500); see :func:`sarlite.comm.launchenv.read_launch_env`. The backend defaults to
+    to 29500); see :func:`sarlite.runtime.launchenv.read_launch_env`. The backend defaults to
     ``nccl`` when ``device`` is CUDA and to ``gloo`` otherwise. When ``MASTER_ADDR`` is not
     this host and ``GLOO_SOCKET_IFNAME`` is not set, gloo is told the interface that routes
     to it (and the choice is logged). If a process group already exists it is reused.
@@ -42,14 +52,14 @@ def init(backend: str | None = None, timeout: timedelta | float | None = None,
     ``SARLITE_TIMEOUT`` seconds, 600) passes; the same timeout then bounds every collective,
     so a dead peer ends the others with an error instead of a hang.
 
-    It also starts this rank's heartbeat monitor (:mod:`sarlite.comm.health`): when this
+    It also starts this rank's heartbeat monitor (:mod:`sarlite.runtime.health`): when this
     rank has waited in a collective for ``heartbeat_timeout`` seconds (default
     ``SARLITE_HEARTBEAT_TIMEOUT``, 60; 0 turns it off) while a peer sent no heartbeat for
     as long, the monitor names the frozen peer and ends this process, well before
     ``timeout``. When another rank reports the run's failure through the monitor, this
     rank leaves quietly.
 
-    It agrees on the run's secret key (:func:`sarlite.comm.runkey.establish`: the one
+    It agrees on the run's secret key (:func:`run_key`, :mod:`sarlite.runtime.runkey`: the one
     ``sarlite train`` hands its workers in ``SARLITE_RUN_KEY``, which it then removes
     from the environment, or one rank 0 makes and broadcasts), which authenticates the
     health records and the one-sided request service.
@@ -59,11 +69,14 @@ def init(backend: str | None = None, timeout: timedelta | float | None = None,
 
     It fixes glibc's mmap threshold (keyword-only ``mmap_threshold``, in bytes), so that
     freed shard buffers leave the process instead of staying in its heap (see
-    :mod:`sarlite.comm.allocator`): ``"auto"`` (default) takes ``SARLITE_MMAP_THRESHOLD``
+    :mod:`sarlite.runtime.allocator`): ``"auto"`` (default) takes ``SARLITE_MMAP_THRESHOLD``
     (bytes, ``retain`` or ``off``; default 128 KiB) unless glibc's
     ``MALLOC_MMAP_THRESHOLD_`` is set. ``"retain"`` is the choice for sampled mini-batch
     training: freed memory stays in the process, so that every step reuses the last
     step's pages instead of page-faulting fresh ones. ``None`` leaves the allocator alone.
+
+    The environment's settings are read here once; with the arguments applied over them
+    they are recorded for :func:`settings` (and the code that needs them after ``init``).
 
     Returns
     -------
@@ -75,16 +88,17 @@ def init(backend: str | None = None, timeout: timedelta | float | None = None,
     RuntimeError
         No launcher's variables are set, or ``MASTER_ADDR`` is missing.
     ValueError
-        A launcher variable is malformed (not an integer, rank out of range), or
-        ``mmap_threshold`` is not one of the values above.
+        A launcher variable or a ``SARLITE_*`` setting is malformed (not an integer, rank
+        out of range, not a number of seconds), or ``mmap_threshold`` is not one of the
+        values above.
     CollectiveError
         The ranks did not all join within ``timeout``.
     """
     if dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     env = read_launch_env(os.environ)
-    allocator.configure(allocator.threshold_from_env() if mmap_threshold == "auto"
-                        else mmap_threshold)
+    chosen = _chosen(read_settings(os.environ), timeout, heartbeat_timeout, mmap_threshold)
+    allocator.configure(chosen.mmap_threshold)
     device = torch.device(device) if device is not None else None
     if backend is None:
         backend = "nccl" if device is not None and device.type == "cuda" else "gloo"
@@ -92,17 +106,84 @@ def init(backend: str | None = None, timeout: timedelta | float | None = None,
         torch.cuda.set_device(env.local_rank)
     elif env.world_size > 1 and "GLOO_SOCKET_IFNAME" not in os.environ:
         _use_route_to(env.master_addr)
-    if timeout is None:
-        timeout = DEFAULT_TIMEOUT
-    elif not isinstance(timeout, timedelta):
-        timeout = timedelta(seconds=float(timeout))
-    _join(backend, env, timeout)
+    _join(backend, env, chosen.timeout)
     atexit.unregister(settle)            # once per process, also after several inits
     atexit.register(settle)
-    key = runkey.establish(os.environ)
+    global _settings
+    _settings = chosen
+    key = _establish_key()             # each init agrees anew, as its group is new
     health.start(env.master_addr, env.master_port, env.rank, env.world_size, key,
-                 health.DEFAULT_DEADLINE if heartbeat_timeout is None else heartbeat_timeout)
+                 chosen.heartbeat_timeout, os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     return env.rank, env.world_size
+
+
+def _chosen(from_env: RuntimeSettings, timeout: timedelta | float | None,
+            heartbeat_timeout: float | None, mmap_threshold: int | None | str
+            ) -> RuntimeSettings:
+    """``init``'s arguments applied over the environment's settings (``None`` and
+    ``"auto"`` keep the environment's value)."""
+    if timeout is not None and not isinstance(timeout, timedelta):
+        timeout = timedelta(seconds=float(timeout))
+    return replace(from_env,
+                   timeout=from_env.timeout if timeout is None else timeout,
+                   heartbeat_timeout=from_env.heartbeat_timeout if heartbeat_timeout is None
+                   else float(heartbeat_timeout),
+                   mmap_threshold=from_env.mmap_threshold if mmap_threshold == "auto"
+                   else mmap_threshold)
+
+
+def settings() -> RuntimeSettings:
+    """The settings :func:`init` read from the environment and applied (with its
+    arguments over them): the timeout of the process group and of one-sided reads, the
+    heartbeat timeout, the allocator setting. Before ``init`` has run (or where a script
+    made the process group itself), the environment's settings, read now. Local.
+
+    Raises
+    ------
+    ValueError
+        Before ``init``: a ``SARLITE_*`` variable is malformed.
+    """
+    return _settings if _settings is not None else read_settings(os.environ)
+
+
+def run_key() -> bytes:
+    """The run's secret key (:mod:`sarlite.runtime.runkey`): the one this process has,
+    else agreed on now, from ``SARLITE_RUN_KEY`` (removed from ``os.environ``) or made by
+    rank 0. **Collective** when this process has no key yet and the default process group
+    has several ranks (one gather, and one broadcast when rank 0 makes the key).
+
+    Raises
+    ------
+    ValueError
+        ``SARLITE_RUN_KEY`` is malformed.
+    CollectiveError
+        The ranks were given different keys, or only some of them one.
+    """
+    return runkey.current() or _establish_key()
+
+
+def _establish_key() -> bytes:
+    """:func:`sarlite.runtime.runkey.establish` over the default process group."""
+    return runkey.establish(os.environ, _agree_on_key if world_size() > 1 else None)
+
+
+def _agree_on_key(key: bytes | None) -> bytes:
+    """The key every rank uses: the one they were all given, or rank 0's new one.
+    Collective."""
+    proofs = [None] * dist.get_world_size()
+    mine = runkey.tag(key, "same run key") if key is not None else None
+    guarded("agree on the run key", lambda: dist.all_gather_object(proofs, mine))
+    if all(p is None for p in proofs):
+        box = [runkey.new_key() if dist.get_rank() == 0 else None]
+        guarded("share the run key", lambda: dist.broadcast_object_list(box, src=0))
+        return box[0]
+    if len(set(proofs)) != 1:
+        given = [r for r, p in enumerate(proofs) if p is not None]
+        raise CollectiveError(
+            f"sarlite: the ranks were not given the same {runkey.KEY_ENV} (ranks with "
+            f"one: {given}; of {len(proofs)}): set the same value on every host, or set it "
+            f"on none and rank 0 makes one")
+    return key
 
 
 def settle() -> None:
@@ -154,21 +235,3 @@ def _use_route_to(master_addr: str) -> None:
         os.environ["GLOO_SOCKET_IFNAME"] = interface
         logging.getLogger("sarlite").info("gloo uses interface %s (it routes to %s)",
                                           interface, master_addr)
-
-
-def rank() -> int:
-    """Rank of this process (0 when no process group exists)."""
-    return dist.get_rank() if dist.is_initialized() else 0
-
-
-def world_size() -> int:
-    """Number of processes (1 when no process group exists)."""
-    return dist.get_world_size() if dist.is_initialized() else 1
-
-
-def comm_device() -> torch.device:
-    """Device that collective buffers must live on: CUDA for nccl, CPU otherwise."""
-    if dist.is_initialized() and dist.get_backend() == "nccl":
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
-

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Callable, TypeVar
 
-from . import context, health
+from ..runtime import health
+from .group import rank, world_size
 
 T = TypeVar("T")
 
@@ -14,8 +15,8 @@ class CollectiveError(RuntimeError):
 
 def _failed(kind: str, err: Exception) -> CollectiveError:
     return CollectiveError(
-        f"sarlite: collective {kind!r} failed on rank {context.rank()} of "
-        f"{context.world_size()}: {err}. "
+        f"sarlite: collective {kind!r} failed on rank {rank()} of "
+        f"{world_size()}: {err}. "
         f"Another worker probably died or did not make the same call (every rank must run "
         f"the same collectives in the same order); see the other workers' output.")
 
@@ -26,7 +27,7 @@ def guarded(kind: str, call: Callable[[], T]) -> T:
     ``kind``, this rank and the cause.
 
     Every ``torch.distributed`` call of :mod:`sarlite.comm` runs through it; while it
-    blocks, the heartbeat monitor (:mod:`sarlite.comm.health`) may end the process if a
+    blocks, the heartbeat monitor (:mod:`sarlite.runtime.health`) may end the process if a
     peer stops sending heartbeats.
     """
     try:

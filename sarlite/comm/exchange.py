@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 from . import traffic
-from .context import comm_device, rank, world_size
+from .group import comm_device, rank, world_size
 from .errors import disagreement, guarded
 
 

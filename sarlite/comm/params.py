@@ -11,7 +11,7 @@ from collections import defaultdict
 import torch
 
 from .collectives import all_reduce, broadcast
-from .context import world_size
+from .group import world_size
 
 
 def _by_dtype(tensors):

@@ -44,7 +44,7 @@ from typing import Callable, Sequence
 import torch
 
 from .. import comm
-from ..comm.resident import peak_resident_bytes, reset_peak, resident_bytes
+from ..runtime.resident import peak_resident_bytes, reset_peak, resident_bytes
 from .distributed_block import DistributedBlock
 from .manager import GraphShardManager
 from .sar_op import FETCH_KIND

@@ -17,8 +17,9 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from ..comm import allocator, init
-from ..comm.launchenv import launcher_present, read_launch_env
+from ..comm import init
+from ..runtime import allocator
+from ..runtime.launchenv import launcher_present, read_launch_env
 
 MAX_QUEUE_SIZE = 20 * 1024 * 1024 * 1024   # DGL's default client queue size (ignored)
 
@@ -102,8 +103,8 @@ def ensure_process_group() -> tuple[int, int]:
     if not launcher_present(os.environ):
         return 0, 1
     # DGL's distributed scripts train on samples: keep freed batch buffers for the next
-    # step (sarlite.comm.allocator), unless SARLITE_MMAP_THRESHOLD says otherwise
-    return init(**_options, mmap_threshold=allocator.mini_batch_setting())
+    # step (sarlite.runtime.allocator), unless SARLITE_MMAP_THRESHOLD says otherwise
+    return init(**_options, mmap_threshold=allocator.mini_batch_setting(os.environ))
 
 
 def exit_client() -> None:

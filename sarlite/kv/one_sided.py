@@ -4,15 +4,15 @@ DGL's KV servers answer reads whatever the trainers are doing, and DGL scripts r
 some ranks only (``if g.rank() == 0: pred[ids]`` while the others wait in
 ``torch.distributed.barrier()``). A store made with ``one_sided_reads=True`` (the DGL
 facade's :class:`~sarlite.distributed.DistGraph` makes its store so) reads that way:
-each rank runs a serving thread (:class:`sarlite.comm.service.RequestService`) that
+each rank runs a serving thread (:class:`sarlite.kv.service.RequestService`) that
 answers requests for the rows its partition owns, straight from its shards, and
 :class:`OneSidedReader` asks the owners for the rows a read needs.
 
 A request names the tensor by :func:`name_code` (the same on every rank) and carries the
 owner's global ids, each once and ascending (the owner refuses others, so no answer is
 larger than the owner's rows); the owner answers with the raw bytes of those rows. A read
-of more rows than one request may carry (:data:`~sarlite.comm.service.MAX_IDS` ids or
-:data:`~sarlite.comm.service.MAX_ANSWER_BYTES` bytes) is split into several requests.
+of more rows than one request may carry (:data:`~sarlite.kv.service.MAX_IDS` ids or
+:data:`~sarlite.kv.service.MAX_ANSWER_BYTES` bytes) is split into several requests.
 Rows this rank owns are read locally, so a read of local rows sends nothing.
 Writes stay collective (:meth:`KVStore.push <sarlite.kv.KVStore.push>`).
 """
@@ -27,8 +27,8 @@ from typing import Callable
 import torch
 
 from ..comm import CollectiveError
-from ..comm.service import ANSWER_RAISED, MAX_ANSWER_BYTES, MAX_IDS, OK, REFUSED, RequestService
 from .routing import Policy, _as_bytes, _from_bytes, take_rows
+from .service import ANSWER_RAISED, MAX_ANSWER_BYTES, MAX_IDS, OK, REFUSED, RequestService
 
 UNKNOWN_TENSOR = 1      # status: the owner has no tensor of that code
 NOT_OWNED = 2           # status: an id asked is not the owner's, or ids are not ascending
@@ -74,10 +74,11 @@ class OneSidedReader:
         the serving thread; the reader keeps only a weak reference to it, so the store
         can be freed.
     read_timeout:
-        Bounds each wait for an owner (default ``SARLITE_TIMEOUT`` seconds, 600).
+        Bounds each wait for an owner (default the process group's timeout, as
+        :func:`sarlite.init` recorded it: :func:`sarlite.comm.settings`).
 
     Creating it is a **collective** (every rank, once per store: one address exchange,
-    see :class:`~sarlite.comm.service.RequestService`); :meth:`pull` is not.
+    see :class:`~sarlite.kv.service.RequestService`); :meth:`pull` is not.
     """
 
     def __init__(self, lookup: Lookup, read_timeout: timedelta | None = None):

@@ -115,12 +115,14 @@ class KVStore:
         DGL's: every rank calls them. A one-sided read sees another rank's write once
         both have passed a barrier after it (as in DGL).
     read_timeout:
-        Keyword-only. Bounds each wait of a one-sided read for an owner (default
-        ``SARLITE_TIMEOUT`` seconds, 600); a dead owner fails at once.
+        Keyword-only. Bounds each wait of a one-sided read for an owner (default the
+        process group's timeout, :func:`sarlite.comm.settings`: ``SARLITE_TIMEOUT``
+        seconds, 600, unless :func:`sarlite.init` was given another); a dead owner fails
+        at once.
 
     Creating a store is a collective (every rank, same book; with ``one_sided_reads``
     it also opens this rank's listening socket and serving threads and exchanges the
-    addresses, see :mod:`sarlite.comm.service`; at exit each rank then waits until the
+    addresses, see :mod:`sarlite.kv.service`; at exit each rank then waits until the
     others have finished too); so are :meth:`init_data`, :meth:`push`,
     :meth:`barrier` and, in a store without ``one_sided_reads``, :meth:`pull`, which
     every rank must call in the same order, also with no ids. They block until every

@@ -38,6 +38,8 @@ import struct
 import zlib
 from pathlib import Path
 
+from .atomic import write_json
+
 FILES_KEY = "sarlite_files"
 VERIFY_MODES = ("size", "auto", "full")
 CHUNK = 4 << 20
@@ -126,7 +128,6 @@ def _read_sidecar(path: Path) -> dict:
 
 def _write_sidecar(path: Path, checked: dict) -> None:
     """Write ``checked`` atomically; a directory that cannot take it is left alone."""
-    from .files import write_json       # files imports this module
     try:
         write_json(path, checked)
     except OSError as err:

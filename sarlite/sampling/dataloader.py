@@ -45,7 +45,8 @@ from typing import Any, Callable, Iterator, Sequence
 import dgl
 import torch
 
-from ..comm import allocator, exchange_sizes, rank, world_size
+from ..comm import exchange_sizes, rank, world_size
+from ..runtime import allocator
 from ..partition.book import DEFAULT_NTYPE, as_id_tensor
 from ..kv.routing import take_rows
 from .neighbor import check_fanout, owns_all, sample_neighbors, sample_owned_neighbors
@@ -262,7 +263,7 @@ class DistDataLoader:
 
     When the process runs with ``sarlite.init``'s default allocator setting (made for
     full-graph training), rank 0 warns once that mini-batch scripts should call
-    ``sarlite.init(mmap_threshold="retain")`` (see :mod:`sarlite.comm.allocator`).
+    ``sarlite.init(mmap_threshold="retain")`` (see :mod:`sarlite.runtime.allocator`).
 
     Raises
     ------

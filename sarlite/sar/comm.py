@@ -2,7 +2,8 @@
 
 Every function here that communicates is a **collective**: all ranks call it, in the same
 order, also with nothing to send (sarlite has no servers). Each is bounded by the process
-group's timeout (``SARLITE_TIMEOUT``, 600 s) and fails with
+group's timeout (``SARLITE_TIMEOUT``, 600 s, read by :func:`sarlite.init`;
+:func:`sarlite.comm.settings`) and fails with
 :class:`sarlite.comm.CollectiveError` instead of hanging when a peer is gone.
 """
 from __future__ import annotations
@@ -16,7 +17,6 @@ import torch
 import torch.distributed as dist
 
 from .. import comm as _comm
-from ..comm.context import DEFAULT_TIMEOUT
 from .config import Config
 
 logger = logging.getLogger("sarlite.sar")
@@ -67,9 +67,9 @@ def nfs_ip_init(_rank: int, ip_file: str) -> str:
     single-host runs) it is returned and ``ip_file`` is not touched: no shared filesystem
     is needed. Otherwise SAR's protocol: rank 0 writes its own address (see
     :func:`get_socket`) to ``ip_file`` (atomically) and returns it; every other rank waits
-    for the file (up to ``SARLITE_TIMEOUT`` seconds) and returns what it holds. Delete a
-    stale ``ip_file`` between runs: a rank may read it before rank 0 rewrites it. Not a
-    collective.
+    for the file (up to the timeout of :func:`sarlite.comm.settings`, ``SARLITE_TIMEOUT``
+    seconds) and returns what it holds. Delete a stale ``ip_file`` between runs: a rank
+    may read it before rank 0 rewrites it. Not a collective.
 
     Raises
     ------
@@ -87,7 +87,7 @@ def nfs_ip_init(_rank: int, ip_file: str) -> str:
         os.replace(partial, ip_file)
         logger.info("wrote address %s to %s", address, ip_file)
         return address
-    deadline = time.monotonic() + DEFAULT_TIMEOUT.total_seconds()
+    deadline = time.monotonic() + _comm.settings().timeout.total_seconds()
     while time.monotonic() < deadline:
         if os.path.isfile(ip_file):
             with open(ip_file, encoding="utf-8") as handle:

@@ -2,7 +2,7 @@
 
 A failure on any rank reaches the user once: the rank that fails first prints one line
 (``sarlite train: error (rank R): ...``), the others leave quietly with the same exit
-status (see :mod:`sarlite.comm.health`). Status 2: an error the user can fix (config,
+status (see :mod:`sarlite.runtime.health`). Status 2: an error the user can fix (config,
 data, files, non-finite values); 1: a bug (its traceback is printed); 3: a frozen peer.
 A worker dies with its parent (the launcher), also when the parent is killed with -9.
 """
@@ -18,7 +18,8 @@ import traceback
 import torch.distributed as dist
 
 from .. import comm
-from ..comm import CollectiveError, finalize, health
+from ..comm import CollectiveError, finalize
+from ..runtime import health
 from ..launch import kill_me_with_parent
 from .config import ConfigError, fields_help, load_config
 

@@ -11,9 +11,9 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from .. import comm
-from ..comm import allocator, health
+from ..runtime import allocator, health
 from ..core import construct_full_graph, construct_mfgs, install_dgl_dispatch
-from ..comm.resident import peak_resident_bytes, reset_peak
+from ..runtime.resident import peak_resident_bytes, reset_peak
 from ..partition import HeteroPartitionData, PartitionData, load_partition_data
 from ..partition.files import remove_stale_temporaries
 from . import checkpoint
@@ -359,7 +359,7 @@ def run(cfg: Config) -> dict:
     """
     # sampled steps allocate batch-sized buffers every step: sampling keeps freed memory
     # in the process for the next step instead of page-faulting it anew
-    # (sarlite.comm.allocator; SARLITE_MMAP_THRESHOLD still overrides)
+    # (sarlite.runtime.allocator; SARLITE_MMAP_THRESHOLD still overrides)
     rank, world = comm.init(mmap_threshold="auto" if cfg.train.sampling is None else
                             allocator.mini_batch_setting())
     out_dir = Path(cfg.train.out_dir)

@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 import dgl
 
 from .. import comm
-from ..comm import health
+from ..runtime import health
 from ..data import load_graph, train_classes
 from ..partition import partition_graph, read_part_config
 from ..partition.files import atomic_write, check_part_files, write_json

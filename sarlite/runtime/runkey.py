@@ -1,8 +1,8 @@
 """The run's secret key, and the tags that prove a record or a connection comes from the run.
 
 Two things of sarlite's travel outside the process group: the health records in the
-rendezvous store (:mod:`sarlite.comm.health`) and the one-sided request service
-(:mod:`sarlite.comm.service`). Anyone who can reach the store's or a rank's port can
+rendezvous store (:mod:`sarlite.runtime.health`) and the one-sided request service
+(:mod:`sarlite.kv.service`). Anyone who can reach the store's or a rank's port can
 write to them, so both carry a tag made with a key that only the run's processes hold:
 an HMAC-SHA256 (:func:`tag`) over the record's fields, or over a fresh challenge for a
 connection. The key never travels in the clear on a socket of sarlite's, never touches
@@ -15,7 +15,8 @@ disk and never appears on a command line:
   scheduler's secret store); the launchers' reports of killed workers are then
   authenticated too.
 * Otherwise (torchrun, mpirun, srun, several hosts) rank 0 makes the key and broadcasts
-  it over the process group, whose connections are only between the run's ranks.
+  it over the process group, whose connections are only between the run's ranks (the
+  collective step is :mod:`sarlite.comm.context`'s, passed to :func:`establish`).
 
 The key lives in this module for the life of the process group (like the group itself):
 :func:`establish` sets it, :func:`current` reads it.
@@ -24,12 +25,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
-
-import torch.distributed as dist
-
-from .errors import CollectiveError, guarded
+from typing import Callable, MutableMapping
 
 KEY_ENV = "SARLITE_RUN_KEY"
 KEY_BYTES = 32
@@ -81,43 +78,27 @@ def current() -> bytes | None:
     return _key
 
 
-def establish(environ=os.environ) -> bytes:
+def establish(environ: MutableMapping[str, str],
+              agree: Callable[[bytes | None], bytes] | None = None) -> bytes:
     """Agree on the run's key and keep it (:func:`current`); returns it.
 
-    Takes :data:`KEY_ENV` from ``environ`` (and removes it there) if set, else rank 0
-    makes one. **Collective** when the default process group has several ranks: every
-    rank must call it; it blocks for one gather (and one broadcast when rank 0 makes the
-    key), bounded by the group's timeout. Without a group, or with one rank, it is local.
+    Takes :data:`KEY_ENV` from ``environ`` (and removes it there) if set, else this
+    process makes one. ``agree``, the process group's step (passed by
+    :mod:`sarlite.comm.context` when the group has several ranks; **collective**), turns
+    the key this process was given, or ``None``, into the key every rank uses (the one
+    they were all given, or rank 0's new one). Without ``agree`` it is local.
 
     Raises
     ------
     ValueError
         :data:`KEY_ENV` is malformed.
     CollectiveError
-        The ranks were given different keys, or only some of them one.
+        From ``agree``: the ranks were given different keys, or only some of them one.
     """
     global _key
     given = environ.pop(KEY_ENV, None)
     key = parse_key(given) if given is not None else None
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        key = _agree(key)
+    if agree is not None:
+        key = agree(key)
     _key = key if key is not None else new_key()
     return _key
-
-
-def _agree(key: bytes | None) -> bytes:
-    """The key every rank uses: the one they were all given, or rank 0's new one."""
-    proofs = [None] * dist.get_world_size()
-    mine = tag(key, "same run key") if key is not None else None
-    guarded("agree on the run key", lambda: dist.all_gather_object(proofs, mine))
-    if all(p is None for p in proofs):
-        box = [new_key() if dist.get_rank() == 0 else None]
-        guarded("share the run key", lambda: dist.broadcast_object_list(box, src=0))
-        return box[0]
-    if len(set(proofs)) != 1:
-        given = [r for r, p in enumerate(proofs) if p is not None]
-        raise CollectiveError(
-            f"sarlite: the ranks were not given the same {KEY_ENV} (ranks with one: "
-            f"{given}; of {len(proofs)}): set the same value on every host, or set it on "
-            f"none and rank 0 makes one")
-    return key

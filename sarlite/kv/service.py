@@ -1,13 +1,13 @@
 """One-sided requests: one rank asks a peer for bytes, and a thread of the peer answers.
 
-Everything else in :mod:`sarlite.comm` is a collective. DGL's distributed reads are
+Everything in :mod:`sarlite.comm` is a collective. DGL's distributed reads are
 one-sided (a server answers them while the trainer that owns the rows does something
 else), and DGL scripts rely on that: ``if g.rank() == 0: pred[ids]`` while the other
 ranks wait in ``torch.distributed.barrier()``. A :class:`RequestService` gives that without
 servers:
 
 * **Creating one is a collective.** Every rank opens a listening TCP socket on the address
-  the other hosts reach it by (:func:`~sarlite.comm.launchenv.reachable_address`), the
+  the other hosts reach it by (:func:`~sarlite.runtime.launchenv.reachable_address`), the
   ranks exchange their addresses with one ``all_gather_object``, and every rank starts a
   daemon thread that accepts connections; each connection gets a daemon thread that
   answers its requests with the ``answer`` function the creator gave.
@@ -18,7 +18,7 @@ servers:
 Wire protocol, on one connection per (requester, owner), opened at the first request and
 kept: a mutual proof that both ends hold the run's key, then any number of requests, each
 answered before the next is sent. All numbers are little-endian int64; a tag is the
-32-character hex HMAC of :func:`~sarlite.comm.serving.hello_tag`.
+32-character hex HMAC of :func:`~sarlite.kv.serving.hello_tag`.
 
 =========  ===================  ===============================================
 challenge  owner -> requester   16 random bytes
@@ -29,14 +29,14 @@ answer     owner -> requester   ``(status, nbytes)``, then ``nbytes`` bytes
 leaving    requester -> owner   ``(BYE, 0)``, answered ``(0, 0)``
 =========  ===================  ===============================================
 
-**Security.** The key (:mod:`sarlite.comm.runkey`) never crosses these sockets; a
+**Security.** The key (:mod:`sarlite.runtime.runkey`) never crosses these sockets; a
 connection that cannot prove it holds it within 10 s is closed, so a process outside the
 run can neither read rows nor say that a rank is leaving (a leaving is taken from the
 authenticated peer only). The traffic is not encrypted: run several hosts on a network
-you trust. Limits (:class:`~sarlite.comm.serving.Limits`): ``n`` at most
-:data:`~sarlite.comm.serving.MAX_IDS` ids, answers at most
-:data:`~sarlite.comm.serving.MAX_ANSWER_BYTES` bytes (a larger request or answer is
-answered :data:`~sarlite.comm.serving.REFUSED`; :meth:`RequestService.ask` callers split
+you trust. Limits (:class:`~sarlite.kv.serving.Limits`): ``n`` at most
+:data:`~sarlite.kv.serving.MAX_IDS` ids, answers at most
+:data:`~sarlite.kv.serving.MAX_ANSWER_BYTES` bytes (a larger request or answer is
+answered :data:`~sarlite.kv.serving.REFUSED`; :meth:`RequestService.ask` callers split
 large reads), at most twice the world size (8 at least) of connections proving
 themselves at once (a newer one evicts the oldest, whose requester, if it is a rank,
 tries again), one connection per peer, and an idle connection is closed after the
@@ -83,11 +83,10 @@ from typing import Mapping
 
 import torch
 
-from . import health, runkey, traffic
-from .collectives import all_gather_object
-from .context import DEFAULT_TIMEOUT, rank, world_size
-from .errors import CollectiveError
-from .launchenv import reachable_address
+from ..comm import (CollectiveError, all_gather_object, rank, run_key, settings, traffic,
+                    world_size)
+from ..runtime import health
+from ..runtime.launchenv import reachable_address
 from .serving import (ANSWER_RAISED, BYE, MAGIC, MAX_ANSWER_BYTES, MAX_IDS, NONCE, OK, PAIR,
                       REFUSED, TAG, Answer, Byes, Limits, accept_forever, busy, hello_tag,
                       recv_exact, recv_tensor, send_tensor)
@@ -141,8 +140,9 @@ class RequestService:
         The traffic counter (:mod:`sarlite.comm.traffic`) of the requests this rank
         sends; what its threads serve is counted under ``f"{kind}/served"``.
     timeout:
-        Bounds every wait of :meth:`ask` (and of an answer in progress); default
-        ``SARLITE_TIMEOUT`` seconds (600).
+        Bounds every wait of :meth:`ask` (and of an answer in progress); default the
+        process group's, as :func:`sarlite.init` recorded it (``SARLITE_TIMEOUT``
+        seconds, 600; :func:`sarlite.comm.settings`).
 
     Creating it is a **collective**: every rank calls it (one ``all_gather_object`` of the
     addresses, bounded by the process group's timeout; before it, one agreement on the
@@ -161,7 +161,7 @@ class RequestService:
     def __init__(self, answer: Answer, what: str, kind: str = "one_sided",
                  timeout: timedelta | None = None):
         self._what, self._kind = what, kind
-        self._timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
+        self._timeout = timeout if timeout is not None else settings().timeout
         self._rank, self._size = rank(), world_size()     # also valid after finalize
         self._lock = threading.Lock()
         self._connections: dict[int, socket.socket] = {}
@@ -169,7 +169,7 @@ class RequestService:
         self._byes = Byes()
         if self._size == 1:
             return
-        self._key = runkey.current() or runkey.establish()
+        self._key = run_key()
         host = reachable_address(os.environ.get("MASTER_ADDR"),
                                  os.environ.get("GLOO_SOCKET_IFNAME"))
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -213,7 +213,7 @@ class RequestService:
             named); the other owners' answers are received first.
         ValueError
             A key is this rank or not a rank, or a request has more than
-            :data:`~sarlite.comm.serving.MAX_IDS` ids.
+            :data:`~sarlite.kv.serving.MAX_IDS` ids.
         """
         me, size = self._rank, self._size
         for peer in requests:

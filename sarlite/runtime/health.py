@@ -23,7 +23,7 @@ before it exits itself (:func:`leave`).
 
 **Authenticated records.** torch's store has no authentication: any process that reaches
 its port may read and write keys. Every record sarlite reads back from it therefore
-carries a tag made with the run's key (:mod:`sarlite.comm.runkey`), and a record whose
+carries a tag made with the run's key (:mod:`sarlite.runtime.runkey`), and a record whose
 tag is wrong is ignored:
 
 * a failure record is ``rank|code|message|tag``, appended to one log key; it counts only
@@ -52,8 +52,6 @@ from datetime import timedelta
 import torch.distributed as dist
 
 from . import runkey
-
-DEFAULT_DEADLINE = float(os.environ.get("SARLITE_HEARTBEAT_TIMEOUT", "60"))
 
 
 @dataclass(frozen=True)
@@ -107,7 +105,7 @@ class Monitor:
 
     Created by :func:`start` (``sarlite.init``); every method may be called from the main
     thread while the heartbeat thread runs. ``key`` is the run's key
-    (:mod:`sarlite.comm.runkey`), which tags this rank's records and checks its peers'.
+    (:mod:`sarlite.runtime.runkey`), which tags this rank's records and checks its peers'.
     """
 
     def __init__(self, host: str, port: int, rank: int, world_size: int, deadline: float,
@@ -300,15 +298,15 @@ def record_at(host: str, port: int, failure: Failure, key: bytes | None,
 _monitor: Monitor | None = None
 
 
-def start(host: str, port: int, rank: int, world_size: int, key: bytes,
-          deadline: float = DEFAULT_DEADLINE) -> None:
+def start(host: str, port: int, rank: int, world_size: int, key: bytes, deadline: float,
+          attempt: str = "0") -> None:
     """Start this process's :class:`Monitor` with the run's ``key`` (``sarlite.init``
-    calls it; ``deadline`` 0 or a world of one rank starts none). Local; not a
-    collective."""
+    calls it, with ``deadline`` from ``SARLITE_HEARTBEAT_TIMEOUT`` and ``attempt`` from
+    torchrun's ``TORCHELASTIC_RESTART_COUNT``; ``deadline`` 0 or a world of one rank
+    starts none). Local; not a collective."""
     global _monitor
     stop()
     if world_size > 1 and deadline > 0:
-        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
         _monitor = Monitor(host, port, rank, world_size, deadline, key, attempt)
         # a daemon thread caught inside a store call when Python finalizes is killed
         # there, and takes the process down with it: stop it first (once per process)

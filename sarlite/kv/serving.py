@@ -1,4 +1,4 @@
-"""The owner's side of one-sided requests (:mod:`sarlite.comm.service`): the wire format,
+"""The owner's side of one-sided requests (:mod:`sarlite.kv.service`): the wire format,
 and the threads that accept connections and answer requests.
 
 A connection must prove within :data:`HANDSHAKE_SECONDS` that it comes from a rank of the
@@ -29,7 +29,8 @@ from typing import Callable
 
 import torch
 
-from . import runkey, traffic
+from ..comm import traffic
+from ..runtime import runkey
 
 OK = 0
 ANSWER_RAISED = -1          # status: the owner's answer function raised

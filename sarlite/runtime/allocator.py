@@ -34,8 +34,9 @@ import ctypes
 import ctypes.util
 import logging
 import os
+from typing import Mapping
 
-log = logging.getLogger("sarlite.comm")
+log = logging.getLogger("sarlite.runtime")
 
 M_TRIM_THRESHOLD = -1            # glibc's mallopt parameter numbers
 M_MMAP_THRESHOLD = -3
@@ -50,9 +51,9 @@ ENV = "SARLITE_MMAP_THRESHOLD"
 _applied: int | str | None = None
 
 
-def threshold_from_env(environ=os.environ,
+def threshold_from_env(environ: Mapping[str, str],
                        default: int | str = DEFAULT_THRESHOLD) -> int | str | None:
-    """The setting for :func:`configure` from the environment: ``SARLITE_MMAP_THRESHOLD``
+    """The setting for :func:`configure` from ``environ``: ``SARLITE_MMAP_THRESHOLD``
     (bytes to fix the threshold at; ``retain``; ``0`` or ``off``: none), else ``default``
     (:data:`DEFAULT_THRESHOLD`; :data:`RETAIN` in :func:`mini_batch_setting`); ``None``
     when glibc's own ``MALLOC_MMAP_THRESHOLD_`` is set (the user's choice stands).
@@ -76,17 +77,18 @@ def threshold_from_env(environ=os.environ,
     return int(value)
 
 
-def mini_batch_setting(environ=os.environ) -> int | str | None:
+def mini_batch_setting(environ: Mapping[str, str] | None = None) -> int | str | None:
     """The setting for a process that trains on mini-batches: :data:`RETAIN`, unless
-    ``SARLITE_MMAP_THRESHOLD`` (or glibc's own variable) says otherwise. What ``sarlite
-    train`` with sampling and the DGL facade pass to :func:`sarlite.init`. Local.
+    ``SARLITE_MMAP_THRESHOLD`` (or glibc's own variable) in ``environ`` (``os.environ``,
+    read when called, if ``None``) says otherwise. What ``sarlite train`` with sampling
+    and the DGL facade pass to :func:`sarlite.init`. Local.
 
     Raises
     ------
     ValueError
         As :func:`threshold_from_env`.
     """
-    return threshold_from_env(environ, default=RETAIN)
+    return threshold_from_env(os.environ if environ is None else environ, default=RETAIN)
 
 
 def _mallopt(param: int, value: int) -> bool:
