@@ -50,10 +50,11 @@ _ROWS = 1 << 20
 
 # ------------------------------------------------------------------ the synthetic files
 
-def _table_writer(path: Path, codes_chunks, table: list[str]) -> None:
-    """Write rows of table indices as csv lines (fast: no float formatting per value)."""
+def _table_writer(path: Path, codes_chunks, table: list[str] | None = None) -> None:
+    """Write rows of table indices as csv lines (fast: no float formatting per value);
+    with no ``table``, the integers themselves. OGB's header-less ``csv.gz``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    lookup = table.__getitem__
+    lookup = str if table is None else table.__getitem__
     with gzip.open(path, "wt", compresslevel=1, newline="") as out:
         for codes in codes_chunks:
             out.write("\n".join(",".join(map(lookup, row)) for row in codes.tolist()))
@@ -63,7 +64,9 @@ def _table_writer(path: Path, codes_chunks, table: list[str]) -> None:
 def write_products_like(folder: Path, num_nodes: int = NUM_NODES, num_edges: int = NUM_EDGES,
                         seed: int = 0) -> None:
     """The synthetic graph in OGB's ogbn-products layout (see the module docstring)."""
-    from .ogb_layout import _release, _splits, write_csv
+    def write_ints(path: Path, values: np.ndarray) -> None:      # one integer a line
+        column = np.asarray(values, dtype=np.int64).reshape(-1, 1)
+        _table_writer(path, (column[lo:lo + _ROWS] for lo in range(0, len(column), _ROWS)))
 
     rng = np.random.default_rng(seed)
     label = rng.integers(0, NUM_CLASSES, num_nodes)
@@ -71,7 +74,8 @@ def write_products_like(folder: Path, num_nodes: int = NUM_NODES, num_edges: int
     counts = np.bincount(label, minlength=NUM_CLASSES)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     raw = folder / "raw"
-    _release(folder, 1)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "RELEASE_v1.txt").write_text("# Release note for version 1\n")
 
     def edge_chunks():
         for lo in range(0, num_edges, _ROWS):
@@ -94,14 +98,14 @@ def write_products_like(folder: Path, num_nodes: int = NUM_NODES, num_edges: int
             x = centres[cls] + rng.standard_normal((len(cls), FEAT_DIM), dtype=np.float32)
             yield np.clip(np.rint(x * 100), -500, 500).astype(np.int64) + 500
     _table_writer(raw / "node-feat.csv.gz", feat_chunks(), values)
-    write_csv(raw / "node-label.csv.gz", label)
-    write_csv(raw / "num-node-list.csv.gz", np.array([num_nodes]))
-    write_csv(raw / "num-edge-list.csv.gz", np.array([num_edges]))
+    write_ints(raw / "node-label.csv.gz", label)
+    write_ints(raw / "num-node-list.csv.gz", [num_nodes])
+    write_ints(raw / "num-edge-list.csv.gz", [num_edges])
     order = rng.permutation(num_nodes)
     cuts = np.cumsum([int(f * num_nodes) for f in SPLIT])
-    _splits(folder / "split" / "sales_ranking",
-            {"train": np.sort(order[:cuts[0]]), "valid": np.sort(order[cuts[0]:cuts[1]]),
-             "test": np.sort(order[cuts[1]:])})
+    for part, ids in (("train", order[:cuts[0]]), ("valid", order[cuts[0]:cuts[1]]),
+                      ("test", order[cuts[1]:])):
+        write_ints(folder / "split" / "sales_ranking" / f"{part}.csv.gz", np.sort(ids))
 
 
 # ------------------------------------------------------------------ measured children

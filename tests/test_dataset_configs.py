@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import ogb_layout as layout
+import ogb_layout as layout
 from sarlite.train import load_config
 from sarlite.train.config import PACKAGED
 

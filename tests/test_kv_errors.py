@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 import torch
+import torch.distributed as tdist
 
 import sarlite
 from harness import outcome, spawn
@@ -78,23 +79,32 @@ def test_the_ranks_keep_working_after_the_errors(outcomes):
 
 
 TIMEOUT_S = 10.0                 # short, yet long enough for a loaded machine's rendezvous
+# The collective timeout it sets x 3, plus 30 s for a loaded machine: 60 s, far below the
+# 600 s default that a pull ignoring the configured timeout would wait.
+TIMED_OUT_WITHIN_S = TIMEOUT_S * 3 + 30
+SPAWN_S = 120                    # the test's whole run, hangs included
 
 
 def _one_rank_calls(rank, world):
     x = _setup(rank, world)
+    store = tdist.distributed_c10d._get_default_store()
     start = time.monotonic()
     if rank == 0:
         result = outcome(lambda: x[torch.tensor([1, 8])])
-    else:
-        time.sleep(2 * TIMEOUT_S)                # rank 1 never makes the call
-        result = ("skipped", "")
-    return result, time.monotonic() - start
+        elapsed = time.monotonic() - start
+        store.set("rank 0 done", "1")
+        return result, elapsed
+    try:                # rank 1 never makes the call, and stays until rank 0 is done
+        store.wait(["rank 0 done"], timedelta(seconds=SPAWN_S))
+    except RuntimeError:                         # rank 0 and its store are gone
+        pass
+    return ("skipped", ""), time.monotonic() - start
 
 
 def test_a_pull_made_by_only_some_ranks_times_out_with_a_clear_message():
-    (kind, message), elapsed = spawn(_one_rank_calls, 2, timeout=120,
+    (kind, message), elapsed = spawn(_one_rank_calls, 2, timeout=SPAWN_S,
                                      collective_timeout=timedelta(seconds=TIMEOUT_S))[0]
     assert kind == "CollectiveError"
     assert message.startswith("pull of 'node~_N:x': sarlite: collective")
     assert "did not make the same call" in message
-    assert 0.9 * TIMEOUT_S <= elapsed < 2 * TIMEOUT_S
+    assert 0.9 * TIMEOUT_S <= elapsed < TIMED_OUT_WITHIN_S     # the timeout, not a hang

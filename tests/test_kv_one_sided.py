@@ -246,8 +246,15 @@ def test_sarlite_s_own_dist_graph_keeps_collective_reads(tmp_path):
 
 # -- owners that died or do not answer -------------------------------------------------
 
+DEAD_READ_TIMEOUT_S = 600.0      # the read timeout of the dead-owner run (the default's)
+# "At once": a tenth of that read timeout, far above the milliseconds a refused connection
+# takes even on a loaded machine, far below a read that waited for the timeout.
+AT_ONCE_S = DEAD_READ_TIMEOUT_S / 10
+
+
 def _dead_owner(rank, world):
-    init_kvstore(_book(rank, world), one_sided_reads=True)
+    init_kvstore(_book(rank, world), one_sided_reads=True,
+                 read_timeout=timedelta(seconds=DEAD_READ_TIMEOUT_S))
     x = DistTensor((NODES, 2), torch.float32, "x",
                    init_func=lambda shape, dtype, ids: ids.float().unsqueeze(1).repeat(1, 2))
     pids = [None] * world
@@ -274,7 +281,7 @@ def test_a_dead_owner_gives_a_clear_error_at_once_and_the_rest_keeps_working():
     out = spawn(_dead_owner, 3, timeout=120)[0]
     assert torch.equal(out["alive"], torch.tensor([[5.0, 5.0], [1.0, 1.0]]))
     kind, message = out["dead"]
-    assert kind == "CollectiveError" and out["elapsed"] < 10
+    assert kind == "CollectiveError" and out["elapsed"] < AT_ONCE_S
     assert "one-sided read of 'node~_N:x'" in message and "rank 2 did not answer" in message
     assert out["again"][0] == "CollectiveError" and "rank 2 did not answer" in out["again"][1]
     assert torch.equal(out["alive_after"], torch.tensor([[6.0, 6.0]]))
@@ -282,6 +289,9 @@ def test_a_dead_owner_gives_a_clear_error_at_once_and_the_rest_keeps_working():
 
 
 READ_TIMEOUT_S = 3.0
+# The read timeout it sets x 3, plus 30 s for a loaded machine: 39 s, far below the 600 s
+# default that a read ignoring the configured timeout would wait.
+TIMED_OUT_WITHIN_S = READ_TIMEOUT_S * 3 + 30
 
 
 def _silent_owner(rank, world):
@@ -305,7 +315,7 @@ def test_an_owner_that_does_not_answer_fails_the_read_after_the_read_timeout():
     (kind, message), elapsed = spawn(_silent_owner, 2, timeout=120)[0]
     assert kind == "CollectiveError" and "one-sided read of 'node~_N:x'" in message
     assert "rank 1 did not answer" in message
-    assert READ_TIMEOUT_S * 0.9 <= elapsed < READ_TIMEOUT_S + 5
+    assert READ_TIMEOUT_S * 0.9 <= elapsed < TIMED_OUT_WITHIN_S
 
 
 # -- leaving the process -----------------------------------------------------------------

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from benchmarks.faults import env, write_config
+from faults import env, write_config
 
 ADDRESSES = ("10.231.0.1", "10.231.0.2")
 PORT = 29517

@@ -1,6 +1,6 @@
 """OGB and Reddit loaders on small seeded fixtures written in each project's own layout.
 
-Each fixture is written by :mod:`benchmarks.ogb_layout` into a temporary folder: the same
+Each fixture is written by ``tests/ogb_layout.py`` into a temporary folder: the same
 files OGB's readers and DGL's ``RedditDataset`` read. Loaded graphs must equal what was
 written (counts, features, labels, splits, edges after the documented clean-up).
 """
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks import ogb_layout as layout
+import ogb_layout as layout
 from sarlite import cli
 from sarlite.data import load_graph, read_ogbn_mag
 from sarlite.data.edges import graph_from_keys

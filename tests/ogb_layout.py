@@ -1,10 +1,11 @@
-"""Write graphs in OGB's and DGL's on-disk layouts, for tests and for the scale benchmark.
+"""Write graphs in OGB's and DGL's on-disk layouts: the loaders' test fixtures.
 
 The files are what OGB's readers (``read_csv_graph_raw``, ``read_binary_graph_raw``,
 ``read_csv_heterograph_raw``, ``read_node_label_hetero``) and DGL's ``RedditDataset``
 read: header-less ``csv.gz`` tables, ``data.npz`` / ``node-label.npz`` archives, scipy's
 ``save_npz`` COO. Nothing here downloads; the content is whatever the caller passes, so
-sizes and values are the caller's (random, seeded, in the tests and benchmarks).
+sizes and values are the caller's (random, seeded, in the tests). The scale benchmark
+(``benchmarks/products_scale.py``) writes its own, far larger, ogbn-products files.
 """
 from __future__ import annotations
 
