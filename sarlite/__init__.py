@@ -30,7 +30,7 @@ _check_torch_numpy()
 
 from .comm import all_reduce_gradients, finalize, init, sync_params  # noqa: E402
 from .core import (DistributedBatchNorm1d, DistributedBlock,  # noqa: E402
-                   GraphShardManager, HeteroBatchNorm1d, HeteroGraphShardManager,
+                   GraphShardManager, HeteroGraphShardManager,
                    construct_full_graph, construct_mfgs, edge_softmax,
                    install_dgl_dispatch, message_has_parameters, uninstall_dgl_dispatch)
 from .partition import (EdgePartitionPolicy, NodePartitionPolicy,  # noqa: E402
@@ -40,20 +40,32 @@ from .partition import (EdgePartitionPolicy, NodePartitionPolicy,  # noqa: E402
 from .kv import (DistEmbedding, DistTensor, KVStore, SparseAdagrad,  # noqa: E402
                  SparseAdam)
 from .sampling import (DistNeighborSampler, DistNodeDataLoader,  # noqa: E402
-                       in_subgraph, sample_neighbors)
-# one implementation of DGL's set-up: initialize() checks the launcher and the first
-# collective (DistGraph(...), node_split) joins the process group (sarlite.distributed)
-from .distributed import (DistGraph, edge_split, initialize,  # noqa: E402
-                          node_split)
+                       edge_split, in_subgraph, node_split, sample_neighbors)
+
+from . import distributed  # noqa: E402,F401  (the DGL facade, under its own name)
 
 __version__ = "0.1.0"
 
-__all__ = ["DistEmbedding", "DistGraph", "DistNeighborSampler", "DistNodeDataLoader", "DistTensor",
+__all__ = ["DistEmbedding", "DistNeighborSampler", "DistNodeDataLoader", "DistTensor",
            "DistributedBatchNorm1d", "DistributedBlock", "EdgePartitionPolicy",
-           "GraphShardManager", "HeteroBatchNorm1d", "HeteroGraphShardManager", "KVStore", "NodePartitionPolicy", "PartitionData",
+           "GraphShardManager", "HeteroGraphShardManager", "KVStore", "NodePartitionPolicy",
+           "PartitionData",
            "PartitionReport", "RangePartitionBook", "SparseAdagrad", "SparseAdam",
            "all_reduce_gradients", "construct_full_graph", "construct_mfgs", "edge_softmax",
-           "edge_split", "finalize", "in_subgraph", "init", "initialize", "install_dgl_dispatch",
+           "edge_split", "finalize", "in_subgraph", "init", "install_dgl_dispatch",
            "load_partition", "load_partition_book", "load_partition_data", "load_partition_feats",
            "message_has_parameters", "node_split", "partition_graph", "partition_report",
            "sample_neighbors", "sync_params", "uninstall_dgl_dispatch"]
+
+
+_MOVED = {"DistGraph": "sarlite.distributed.DistGraph (DGL's: joins the process group, "
+                       "one-sided reads) or sarlite.sampling.DistGraph (sarlite's: "
+                       "collective reads)",
+          "initialize": "sarlite.distributed.initialize (DGL's) or sarlite.init"}
+
+
+def __getattr__(name: str):
+    if name in _MOVED:
+        raise AttributeError(f"sarlite.{name} is not in sarlite's own namespace: use "
+                             f"{_MOVED[name]}")
+    raise AttributeError(f"module 'sarlite' has no attribute {name!r}")

@@ -71,10 +71,12 @@ def _layer(kind: str, in_dim: int, out_dim: int, rels: list) -> nn.Module:
 
 
 class TwoLayers(nn.Module):
-    """Two heterogeneous layers with a ReLU between; attention heads are flattened."""
+    """Two heterogeneous layers with an activation between (ReLU unless ``act`` says
+    otherwise); attention heads are flattened."""
 
-    def __init__(self, kind: str, rels: list):
+    def __init__(self, kind: str, rels: list, act=F.relu):
         super().__init__()
+        self.act = act
         heads = 2 if kind == "gat" else 1
         self.first = _layer(kind, IN, HIDDEN, rels)
         self.second = _layer(kind, HIDDEN * heads, OUT, rels)
@@ -82,15 +84,15 @@ class TwoLayers(nn.Module):
     def forward(self, g, x: dict) -> dict:
         """``g``: one graph for both layers, or a message-flow graph per layer."""
         first, second = g if isinstance(g, (list, tuple)) else (g, g)
-        h = {t: F.relu(v.flatten(1)) for t, v in self.first(first, x).items()}
+        h = {t: self.act(v.flatten(1)) for t, v in self.first(first, x).items()}
         if isinstance(g, (list, tuple)):       # a block's outputs are its destinations
             h = {t: v[:second.num_src_nodes(t)] for t, v in h.items()}
         return {t: v.flatten(1) for t, v in self.second(second, h).items()}
 
 
-def build(kind: str, seed: int = 0) -> nn.Module:
+def build(kind: str, seed: int = 0, act=F.relu) -> nn.Module:
     torch.manual_seed(seed)
-    return TwoLayers(kind, hetero_graph().canonical_etypes)
+    return TwoLayers(kind, hetero_graph().canonical_etypes, act)
 
 
 def full_inputs(g) -> dict:
@@ -134,7 +136,7 @@ def reference() -> dict:
             for kind in KINDS for variant in VARIANTS}
 
 
-def _this_rank(part_config: str, orig_nids: dict):
+def this_rank(part_config: str, orig_nids: dict):
     """This rank's partition, the original ids of its owned nodes by type, and its rows of
     the inputs and the probes."""
     sarlite.install_dgl_dispatch()
@@ -158,7 +160,7 @@ def worker(rank: int, world_size: int, part_config: str, orig_nids: dict, modes)
     """Every kind, mode and variant on this worker's partition. Parameter gradients are
     summed over the ranks; outputs and input gradients are this rank's owned rows, with
     the original ids of those rows."""
-    data, owned, inputs, probe = _this_rank(part_config, orig_nids)
+    data, owned, inputs, probe = this_rank(part_config, orig_nids)
     results = {"owned": owned}
     for mode in modes:
         g = sarlite.construct_full_graph(data, **engine(mode))
@@ -188,7 +190,7 @@ def mfg_worker(rank: int, world_size: int, part_config: str, orig_nids: dict,
     """Every kind and mode on this rank's message-flow graphs for its seeds: outputs at
     the seeds (by original id), input gradients scattered to the owned rows, summed
     parameter gradients (loss: ``sum(out * probe)`` over the seeds only)."""
-    data, owned, inputs, probe = _this_rank(part_config, orig_nids)
+    data, owned, inputs, probe = this_rank(part_config, orig_nids)
     seeds = seeds_of(rank, owned)
     results = {"seeds": {t: owned[t][ids] for t, ids in seeds.items()}, "owned": owned}
     for mode in modes:

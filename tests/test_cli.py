@@ -113,3 +113,12 @@ def test_unknown_config_name_is_one_clear_error_listing_the_packaged_ones(capsys
 def test_a_missing_config_file_is_one_clear_error(tmp_path, capsys):
     assert cli.main(["train", "--config", str(tmp_path / "absent.yaml")]) == 2
     assert "absent.yaml does not exist" in capsys.readouterr().err
+
+
+def test_a_malformed_setting_fails_before_any_worker_starts(monkeypatch, capsys):
+    monkeypatch.setenv("SARLITE_HEARTBEAT_TIMEOUT", "soon")
+    assert cli.main(["train", "--config", "demo"]) == 2
+    out, err = capsys.readouterr()
+    assert "launching" not in out
+    assert err.strip() == ("sarlite train: error: SARLITE_HEARTBEAT_TIMEOUT must be a "
+                           "non-negative number of seconds, got 'soon'")

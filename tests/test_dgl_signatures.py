@@ -299,7 +299,7 @@ def test_node_and_edge_split_in_dgl_forms(parts):
     book = sarlite.load_partition_book(parts["two"], 0)[0]
     mask = torch.arange(60) % 3 == 0
     expected = split.node_split(mask, book, rank=1)
-    for ours in (sd.node_split, sarlite.node_split, split.node_split):
+    for ours in (sd.node_split, sarlite.distributed.node_split, split.node_split):
         assert torch.equal(ours(mask, book, "_N", 1, True, None), expected)
         assert torch.equal(ours(nodes=mask, partition_book=book, ntype="_N", rank=1,
                                 force_even=True, node_trainer_ids=None), expected)

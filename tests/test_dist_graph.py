@@ -14,8 +14,8 @@ from sarlite.kv import DistTensor
 
 def _queries(rank, world, config):
     # DGL's spelling of init; it reuses the group the harness made (none in one process)
-    initialized = sarlite.initialize("ip_config.txt") if world > 1 else None
-    g = sarlite.DistGraph("g", part_config=config)
+    initialized = sarlite.distributed.initialize("ip_config.txt") if world > 1 else None
+    g = sarlite.distributed.DistGraph("g", part_config=config)
     gen = torch.Generator().manual_seed(rank)
     asked = torch.randint(0, g.num_edges(), (40,), generator=gen)
     asked = asked if rank < world - 1 or world == 1 else asked[:0]   # last rank: no ids
@@ -144,40 +144,40 @@ def config(tmp_path_factory):
 def test_more_partitions_than_ranks_is_an_error(tmp_path):
     sarlite.partition_graph(random_graph(), "g", 2, tmp_path)
     with pytest.raises(ValueError, match="world size 1 does not match the 2 partitions"):
-        sarlite.DistGraph("g", part_config=tmp_path / "g.json")
+        sarlite.distributed.DistGraph("g", part_config=tmp_path / "g.json")
 
 
 def test_a_different_graph_name_is_an_error(config):
     with pytest.raises(ValueError, match="hold graph 'g', not 'other'"):
-        sarlite.DistGraph("other", part_config=config)
+        sarlite.distributed.DistGraph("other", part_config=config)
 
 
 def test_the_partition_config_alone_is_sarlites_shorthand(config):
-    g = sarlite.DistGraph(config)
+    g = sarlite.distributed.DistGraph(config)
     assert (g.graph_name, g.num_nodes()) == ("g", 60)
 
 
 def test_a_graph_name_without_part_config_is_an_error_naming_it(config):
     with pytest.raises(ValueError, match=r"needs part_config.*part_config='out/g.json'"):
-        sarlite.DistGraph("g")
+        sarlite.distributed.DistGraph("g")
 
 
 def test_a_gpb_of_another_partitioning_is_an_error(config):
     other = sarlite.RangePartitionBook(0, 1, [[0, 60]], [[0, 299]])
     with pytest.raises(ValueError, match="gpb .* differs from the partition book"):
-        sarlite.DistGraph("g", other, config)
-    assert sarlite.DistGraph("g", sarlite.load_partition_book(config, 0)[0],
+        sarlite.distributed.DistGraph("g", other, config)
+    assert sarlite.distributed.DistGraph("g", sarlite.load_partition_book(config, 0)[0],
                              config).num_edges() == 300
 
 
 def test_edge_ids_out_of_range_are_an_index_error(config):
-    g = sarlite.DistGraph(config)
+    g = sarlite.distributed.DistGraph(config)
     with pytest.raises(IndexError, match=r"ids must be in \[0, 300\)"):
         g.find_edges(torch.tensor([0, 300]))
 
 
 def test_ndata_accepts_only_node_dist_tensors(config):
-    g = sarlite.DistGraph(config)
+    g = sarlite.distributed.DistGraph(config)
     g.ndata["h"] = DistTensor((g.num_nodes(), 3), torch.float32, "h")
     assert g.ndata["h"][torch.tensor([0])].shape == (1, 3)
     with pytest.raises(ValueError, match="node partition policy"):
@@ -198,17 +198,17 @@ def _facts(g) -> dict:
 
 def _both_ways(rank, world, config, other_config):
     data = sarlite.load_partition_data(config)
-    from_data = sarlite.DistGraph.from_partition_data(data)
+    from_data = sarlite.distributed.DistGraph.from_partition_data(data)
     store = sarlite.kv.get_kvstore()
     out = {"from_data": _facts(from_data),
            "shares": [from_data.ndata[k].local_partition.data_ptr() ==
                       data.node_features[k].data_ptr() for k in sorted(data.node_features)]}
-    from_config = sarlite.DistGraph("g", part_config=config)
+    from_config = sarlite.distributed.DistGraph("g", part_config=config)
     out["from_config"] = _facts(from_config)
     out["reused"] = sarlite.kv.get_kvstore() is store and \
         from_config.ndata["feat"].kvstore is store
     try:
-        sarlite.DistGraph("h", part_config=other_config)
+        sarlite.distributed.DistGraph("h", part_config=other_config)
         out["conflict"] = "no error"
     except ValueError as err:
         out["conflict"] = str(err)
@@ -264,7 +264,7 @@ def test_a_dist_graph_over_another_partitioning_raises_on_every_rank(both_ways):
 
 def test_a_dist_graph_creates_and_registers_a_default_store_when_there_is_none(config):
     assert sarlite.kv.current_kvstore() is None
-    g = sarlite.DistGraph("g", part_config=config)
+    g = sarlite.distributed.DistGraph("g", part_config=config)
     store = sarlite.kv.get_kvstore()
     assert g.ndata["feat"].kvstore is store
     assert sarlite.kv.same_partitioning(store.partition_book, g.get_partition_book())
@@ -274,7 +274,7 @@ def test_a_dist_graph_keeps_an_equal_default_store_and_its_tensors(config):
     store = sarlite.kv.init_kvstore(sarlite.load_partition_book(config, 0)[0])
     h = DistTensor((60, 2), torch.float32, "h", persistent=True)
     h[torch.arange(60)] = torch.ones(60, 2)
-    g = sarlite.DistGraph("g", part_config=config)
+    g = sarlite.distributed.DistGraph("g", part_config=config)
     assert sarlite.kv.get_kvstore() is store and g.edata["w"].kvstore is store
     assert torch.equal(DistTensor((60, 2), torch.float32, "h")[[0, 59]], torch.ones(2, 2))
 
@@ -282,22 +282,22 @@ def test_a_dist_graph_keeps_an_equal_default_store_and_its_tensors(config):
 def test_another_partitioning_in_the_default_store_is_an_error_that_keeps_it(config):
     store = sarlite.kv.init_kvstore(sarlite.RangePartitionBook(0, 1, [[0, 10]], [[0, 16]]))
     with pytest.raises(ValueError, match="over another partitioning.*replace_kvstore=True"):
-        sarlite.DistGraph("g", part_config=config)
+        sarlite.distributed.DistGraph("g", part_config=config)
     assert sarlite.kv.get_kvstore() is store
 
 
 def test_replace_kvstore_makes_a_new_default_store_and_the_old_one_keeps_working(config):
     old = sarlite.kv.init_kvstore(sarlite.RangePartitionBook(0, 1, [[0, 10]], [[0, 16]]))
     t = DistTensor((10,), torch.int64, "t", init_func=lambda shape, dtype, ids: ids)
-    g = sarlite.DistGraph("g", part_config=config, replace_kvstore=True)
+    g = sarlite.distributed.DistGraph("g", part_config=config, replace_kvstore=True)
     assert sarlite.kv.get_kvstore() is g.ndata["feat"].kvstore is not old
     assert t.kvstore is old and torch.equal(t[[3, 7]], torch.tensor([3, 7]))
 
 
 def test_dropping_the_first_graph_keeps_the_data_of_the_second(config):
-    first = sarlite.DistGraph("g", part_config=config)
+    first = sarlite.distributed.DistGraph("g", part_config=config)
     expected = first.ndata["feat"][torch.arange(60)]
-    second = sarlite.DistGraph("g", part_config=config)
+    second = sarlite.distributed.DistGraph("g", part_config=config)
     del first
     gc.collect()
     assert torch.equal(second.ndata["feat"][torch.arange(60)], expected)

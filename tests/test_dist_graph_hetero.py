@@ -33,12 +33,19 @@ def _seeds(g, rank: int, world: int) -> dict:
 
 
 def _triples(frontier) -> dict:
+    """``(src, dst, eid)`` rows of each edge type the frontier has."""
     return {c: torch.stack(frontier.edges(etype=c) + (frontier.edges[c].data[dgl.EID],), 1)
             for c in frontier.canonical_etypes}
 
 
+def _of(triples: dict, c) -> torch.Tensor:
+    """The rows of edge type ``c``: none when the frontier lacks the type (DGL 2.1 leaves
+    out the edge types without sampled edges)."""
+    return triples.get(c, torch.zeros(0, 3, dtype=torch.int64))
+
+
 def _queries(rank, world, config):
-    g = sarlite.DistGraph(config)
+    g = sarlite.distributed.DistGraph(config)
     out = {"types": (g.ntypes, g.etypes, g.canonical_etypes, g.is_homogeneous),
            "num_nodes": {t: g.num_nodes(t) for t in g.ntypes} | {None: g.num_nodes()},
            "num_edges": {c: g.num_edges(c) for c in g.canonical_etypes} |
@@ -66,6 +73,7 @@ def _queries(rank, world, config):
     fanout = {c: 2 if c != HOSTS else 0 for c in g.canonical_etypes}
     out["two_in"] = _triples(g.sample_neighbors(seeds, fanout))
     out["in_subgraph"] = _triples(sarlite.sampling.in_subgraph(g, seeds))
+    out["prob"] = _triples(g.sample_neighbors(seeds, 2, prob="w"))
     subgraph = g.edge_subgraph({WRITES: asked[WRITES]}, relabel_nodes=False)
     out["edge_subgraph"] = (subgraph.num_nodes("author"), _triples(subgraph)[WRITES])
     return out
@@ -169,15 +177,30 @@ def test_sampling_every_neighbour_gives_exactly_the_edges_of_the_seeds(run, key,
             seeds = orig_nids[end][r["seeds"].get(end, torch.zeros(0, dtype=torch.int64))]
             eids = (g.in_edges(seeds, form="eid", etype=c) if direction == "in"
                     else g.out_edges(seeds, form="eid", etype=c))
-            got = _original_edges(g, orig_nids, orig_eids, c, r[key][c])
+            got = _original_edges(g, orig_nids, orig_eids, c, _of(r[key], c))
             assert _same_rows(got, _rows(g, c, eids)), (key, c)
+
+
+@pytest.mark.parametrize("key", ["all_in", "all_out", "two_in", "in_subgraph", "prob"])
+def test_a_frontier_has_every_node_type_and_the_edge_types_that_got_edges(run, key):
+    """DGL 2.1's rule (dgl.distributed's _frontier_to_heterogeneous_graph): only the edge
+    types holding a sampled edge, every edge type when none does."""
+    g, _, _, results = run
+    for r in results:
+        triples = r[key]
+        if not any(rows.shape[0] for rows in triples.values()):
+            assert sorted(triples) == sorted(g.canonical_etypes), key
+            continue
+        assert all(rows.shape[0] for rows in triples.values()), key
+        if key == "two_in":
+            assert HOSTS not in triples                  # fanout 0: never an edge
 
 
 def test_a_fanout_per_edge_type_picks_that_many_real_edges_of_each_type(run):
     g, orig_nids, orig_eids, results = run
     for r in results:
         for c in g.canonical_etypes:
-            got = _original_edges(g, orig_nids, orig_eids, c, r["two_in"][c])
+            got = _original_edges(g, orig_nids, orig_eids, c, _of(r["two_in"], c))
             assert torch.equal(got, _rows(g, c, got[:, 2]))         # real edges, right ids
             seeds = orig_nids[c[2]][r["seeds"].get(c[2], torch.zeros(0, dtype=torch.int64))]
             limit = 0 if c == HOSTS else 2
@@ -185,6 +208,22 @@ def test_a_fanout_per_edge_type_picks_that_many_real_edges_of_each_type(run):
             counts = (got[:, 1][:, None] == seeds[None, :]).sum(0)
             assert torch.equal(counts, expected), c
             assert torch.unique(got[:, 2]).numel() == got.shape[0]
+
+
+def test_prob_weighs_the_edge_types_that_have_it_and_the_others_are_uniform(run):
+    g, orig_nids, orig_eids, results = run
+    for r in results:
+        for c in g.canonical_etypes:
+            got = _original_edges(g, orig_nids, orig_eids, c, _of(r["prob"], c))
+            assert torch.equal(got, _rows(g, c, got[:, 2]))         # real edges, right ids
+            seeds = orig_nids[c[2]][r["seeds"].get(c[2], torch.zeros(0, dtype=torch.int64))]
+            candidates = g.in_edges(seeds, form="eid", etype=c)
+            if c == WRITES:                     # w is the edge id: edge 0 is never picked
+                assert bool((g.edges[c].data["w"][got[:, 2]] > 0).all())
+                candidates = candidates[g.edges[c].data["w"][candidates] > 0]
+            ends = g.find_edges(candidates, etype=c)[1]
+            expected = torch.clamp((ends[:, None] == seeds[None, :]).sum(0), max=2)
+            assert torch.equal((got[:, 1][:, None] == seeds[None, :]).sum(0), expected), c
 
 
 def test_edge_subgraph_of_one_type_holds_those_edges_over_all_nodes(run):
@@ -197,8 +236,8 @@ def test_edge_subgraph_of_one_type_holds_those_edges_over_all_nodes(run):
 
 
 def _loader(rank, world, config):
-    g = sarlite.DistGraph(config)
-    papers = sarlite.node_split(torch.ones(g.num_nodes("paper"), dtype=torch.bool),
+    g = sarlite.distributed.DistGraph(config)
+    papers = sarlite.distributed.node_split(torch.ones(g.num_nodes("paper"), dtype=torch.bool),
                                 g.get_partition_book(), ntype="paper")
     venues = torch.arange(g.num_nodes("venue")) if rank == 0 else torch.zeros(0).long()
     fanouts = [{c: 3 for c in g.canonical_etypes}, -1]

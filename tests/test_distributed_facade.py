@@ -46,9 +46,11 @@ def test_the_exports_are_sarlite_s_own_objects():
     assert sd.GraphPartitionBook is sd.RangePartitionBook
 
 
-def test_the_top_level_set_up_is_the_facade_s():
-    assert sarlite.initialize is sd.initialize and sarlite.DistGraph is sd.DistGraph
-    assert sarlite.node_split is sd.node_split
+def test_the_top_level_holds_sarlite_s_own_names_and_points_to_the_facade():
+    assert sarlite.node_split is split.node_split
+    for name in ("DistGraph", "initialize"):
+        with pytest.raises(AttributeError, match=f"sarlite.distributed.{name}"):
+            getattr(sarlite, name)
 
 
 def test_the_optim_and_nn_submodules_import_as_in_dgl():

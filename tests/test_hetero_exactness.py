@@ -122,7 +122,7 @@ def _normalised(rank, world, config, orig_nids):
     full = hetero_graph()
     owned = {t: orig_nids[t][slice(*data.owned_range(t))] for t in data.ntypes}
     torch.manual_seed(0)
-    norm = sarlite.HeteroBatchNorm1d(2, data.ntypes)
+    norm = sarlite.DistributedBatchNorm1d(2, ntypes=data.ntypes)
     x = {t: (_x(full, t) ** 1.5)[owned[t]].requires_grad_() for t in data.ntypes}
     out = norm(x)
     sum((out[t] * (1 + torch.arange(2.0))).sum() for t in out).backward()

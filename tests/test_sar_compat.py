@@ -122,7 +122,8 @@ def _engine(rank, world, config, state, out):
     except ValueError as err:
         out["bad_seed"] = str(err)
 
-    dist_graph = sarlite.DistGraph.from_partition_data(sarlite.load_partition_data(config))
+    dist_graph = sarlite.distributed.DistGraph.from_partition_data(
+        sarlite.load_partition_data(config))
     out["converted"] = _pass(model, sar.convert_dist_graph(dist_graph), x, probe)
 
 

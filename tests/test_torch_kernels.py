@@ -12,7 +12,7 @@ import sarlite
 from conftest import SMALL_LAYERS, random_graph
 from harness import spawn
 from layer_cases import dgl_graphs_refused
-from sarlite.core.blocks import make_block, resolve
+from sarlite.core.local_blocks import make_block, resolve
 from sarlite.core.kernels import EdgeIndex
 from sarlite.core.options import EngineOptions
 from sarlite.core.torch_block import TorchBlock

@@ -42,6 +42,16 @@ def test_rgcn_learns_far_above_an_mlp_and_alike_in_every_mode(tmp_path):
         assert _losses(tmp_path / mode) == pytest.approx(_losses(tmp_path / "sar"), abs=1e-5)
 
 
+def test_a_memory_budget_on_a_heterogeneous_dataset_plans_and_gives_sar_s_losses(tmp_path):
+    runs = {}
+    for name, engine in (("sar", {}), ("budget", {"memory_budget": "64GiB"})):
+        cfg = _config(tmp_path, name, batch_norm=True)
+        cfg["engine"], cfg["train"]["epochs"] = engine, 5
+        runs[name] = spawn(_run, 2, cfg, timeout=300)[0]
+    assert runs["budget"]["memory_plan"]["layers"] == ["one-shot", "one-shot"]
+    assert _losses(tmp_path / "budget") == pytest.approx(_losses(tmp_path / "sar"), abs=1e-5)
+
+
 def test_rgcn_with_batch_norm_learns(tmp_path):
     summary = spawn(_run, 2, _config(tmp_path, "bn", batch_norm=True), timeout=300)[0]
     assert summary["test_acc_at_best_val"] > 0.6

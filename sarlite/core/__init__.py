@@ -1,6 +1,6 @@
 """The SAR engine: sharded graphs, sequential aggregation, one-shot blocks."""
 from ..partition.data import PartitionData, ShardEdges, load_partition_data
-from .batchnorm import DistributedBatchNorm1d, HeteroBatchNorm1d
+from .batchnorm import DistributedBatchNorm1d
 from .construct import construct_full_graph, construct_mfgs
 from .distributed_block import DistributedBlock
 from .dispatch import (edge_softmax, install_dgl_dispatch, uninstall_dgl_dispatch)
@@ -12,7 +12,7 @@ from .options import EngineOptions
 from .shards import GraphShard
 
 __all__ = ["DistributedBatchNorm1d", "DistributedBlock", "EngineOptions", "GraphShard",
-           "GraphShardManager", "HeteroBatchNorm1d", "HeteroGraphShardManager",
+           "GraphShardManager", "HeteroGraphShardManager",
            "PartitionData", "ShardEdges", "ShardedGraphBase", "construct_full_graph",
            "construct_mfgs", "edge_softmax", "install_dgl_dispatch", "load_partition_data",
            "message_has_parameters", "uninstall_dgl_dispatch"]

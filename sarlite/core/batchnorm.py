@@ -24,29 +24,45 @@ class DistributedBatchNorm1d(nn.Module):
     use the unbiased variance, as PyTorch does; the state dict is interchangeable with
     ``torch.nn.BatchNorm1d``'s.
 
+    With ``ntypes``, it normalises the ``{ntype: tensor}`` outputs of ``HeteroGraphConv``:
+    each type with the statistics of that type's nodes on every worker and its own
+    :math:`\gamma` and :math:`\beta` (``norm.norms[ntype]``, one such module per type).
+
     Parameters
     ----------
-    num_features: width ``C`` of the input ``(num_nodes, C)``.
+    num_features: width ``C`` of the input ``(num_nodes, C)`` (of every type's input).
     eps, momentum, affine, track_running_stats: as in ``torch.nn.BatchNorm1d``.
+    ntypes: keyword-only; the node types to normalise, for inputs ``{ntype: (num_nodes of
+        the type, C)}`` (``None``, the default: one tensor).
 
     **Collective** in training mode (three small all-reduces forward, two backward, all
-    named ``"batchnorm"``): every rank calls it, also with zero rows, and blocks until all
-    have. Evaluation with running statistics is local. A failed all-reduce (a rank died)
-    raises :class:`~sarlite.comm.CollectiveError`.
+    named ``"batchnorm"``, per type): every rank calls it, also with zero rows, and blocks
+    until all have. Types are normalised in the order of ``ntypes`` (not of the input
+    dict), so every rank passes the same types; a type absent from the input is left out,
+    and must be absent on every rank. Evaluation with running statistics is local. A
+    failed all-reduce (a rank died) raises :class:`~sarlite.comm.CollectiveError`.
 
     Example
     -------
     >>> bn = sarlite.DistributedBatchNorm1d(64)
     >>> h = bn(conv(g, x))          # (num_owned_nodes, 64)
+    >>> norm = sarlite.DistributedBatchNorm1d(64, ntypes=g.ntypes)
+    >>> h = norm(hetero_conv(g, x))    # {ntype: (owned nodes of ntype, 64)}
     """
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
-                 affine: bool = True, track_running_stats: bool = True):
+                 affine: bool = True, track_running_stats: bool = True, *, ntypes=None):
         super().__init__()
         if num_features < 1:
             raise ValueError(f"num_features must be positive, got {num_features}")
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
+        self.ntypes = None if ntypes is None else list(ntypes)
+        if self.ntypes is not None:
+            self.norms = nn.ModuleDict({t: DistributedBatchNorm1d(
+                num_features, eps, momentum, affine, track_running_stats)
+                for t in self.ntypes})
+            return
         if affine:
             self.weight = nn.Parameter(torch.ones(num_features))
             self.bias = nn.Parameter(torch.zeros(num_features))
@@ -55,10 +71,13 @@ class DistributedBatchNorm1d(nn.Module):
             self.register_buffer("running_var", torch.ones(num_features))
             self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 2 or x.shape[1] != self.num_features:
+    def forward(self, x):
+        if self.ntypes is not None:
+            return self._typed(x)
+        if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != self.num_features:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"expected input of shape (num_nodes, {self.num_features}), "
-                             f"got {tuple(x.shape)}")
+                             f"got {shape} (inputs by node type need ntypes=)")
         if self.training or not self.track_running_stats:
             count = _global_sum(torch.tensor([float(x.shape[0])], device=x.device))
             mean = _global_sum(x.sum(0)) / count
@@ -76,39 +95,12 @@ class DistributedBatchNorm1d(nn.Module):
             out = out * self.weight + self.bias
         return out
 
-
-class HeteroBatchNorm1d(nn.Module):
-    r"""One :class:`DistributedBatchNorm1d` per node type, for the ``{ntype: tensor}``
-    outputs of ``HeteroGraphConv``: each type is normalised with the statistics of that
-    type's nodes on every worker, and has its own :math:`\gamma` and :math:`\beta`.
-
-    Parameters
-    ----------
-    num_features: width ``C`` of every type's input ``(num_nodes of the type, C)``.
-    ntypes: the node types to normalise.
-    eps, momentum, affine, track_running_stats: as in ``torch.nn.BatchNorm1d``.
-
-    **Collective** in training mode: the types are normalised in the order of ``ntypes``
-    (not of the input dict), so every rank must pass the same types, also with zero rows
-    of some (as ``HeteroGraphConv`` gives them on a sarlite graph). A type absent from the
-    input is left out, and must be absent on every rank.
-
-    Example
-    -------
-    >>> norm = sarlite.HeteroBatchNorm1d(64, g.ntypes)
-    >>> h = norm(conv(g, x))            # {ntype: (owned nodes of ntype, 64)}
-    """
-
-    def __init__(self, num_features: int, ntypes, eps: float = 1e-5, momentum: float = 0.1,
-                 affine: bool = True, track_running_stats: bool = True):
-        super().__init__()
-        self.ntypes = list(ntypes)
-        self.norms = nn.ModuleDict({t: DistributedBatchNorm1d(
-            num_features, eps, momentum, affine, track_running_stats) for t in self.ntypes})
-
-    def forward(self, x: dict) -> dict:
+    def _typed(self, x) -> dict:
+        if not isinstance(x, dict):
+            raise ValueError(f"DistributedBatchNorm1d(ntypes={self.ntypes}) takes "
+                             f"{{ntype: tensor}}, got {type(x).__name__}")
         unknown = sorted(set(x) - set(self.ntypes))
         if unknown:
-            raise ValueError(f"HeteroBatchNorm1d: node types {unknown} are not among "
+            raise ValueError(f"DistributedBatchNorm1d: node types {unknown} are not among "
                              f"{self.ntypes}")
         return {t: self.norms[t](x[t]) for t in self.ntypes if t in x}

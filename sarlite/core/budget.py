@@ -46,6 +46,7 @@ import torch
 from .. import comm
 from ..runtime.resident import peak_resident_bytes, reset_peak, resident_bytes
 from .distributed_block import DistributedBlock
+from .hetero import HeteroGraphShardManager
 from .manager import GraphShardManager
 from .sar_op import FETCH_KIND
 
@@ -179,18 +180,31 @@ class MemoryPlan:
                 "choices": [asdict(c) for c in self.layers],
                 "measured": [asdict(c) for c in self.costs]}
 
-    def graphs(self, manager: GraphShardManager) -> list:
-        """One graph per layer, sharing ``manager``'s shards: a :class:`DistributedBlock`
-        (one, shared) for one-shot layers, the manager with the layer's rows per step for
-        sar layers. When every layer is one-shot the manager's shards are dropped."""
+    def graphs(self, graph) -> list:
+        """One graph per layer, sharing ``graph``'s shards (a :class:`GraphShardManager`,
+        or a :class:`HeteroGraphShardManager` whose relations all take the layer's
+        choice): :class:`DistributedBlock` relations (one per relation, shared) for
+        one-shot layers, the managers with the layer's rows per step for sar layers. When
+        every layer is one-shot the managers' shards are dropped."""
         one_shot = sum(c.mode == "one-shot" for c in self.layers)
         if one_shot == len(self.layers):
-            block = manager.get_full_partition_graph(delete_shard_data=True)
+            block = _each(graph, lambda m: m.get_full_partition_graph(delete_shard_data=True))
             return [block] * len(self.layers)
-        block = DistributedBlock.from_manager(manager) if one_shot else None
-        options = manager.engine_options()
-        return [block if c.mode == "one-shot" else manager.with_options(
-            replace(options, max_rows_per_step=c.max_rows_per_step)) for c in self.layers]
+        block = _each(graph, DistributedBlock.from_manager) if one_shot else None
+        return [block if c.mode == "one-shot" else _each(graph, lambda m, c=c: m.with_options(
+            replace(m.engine_options(), max_rows_per_step=c.max_rows_per_step)))
+            for c in self.layers]
+
+
+def _managers(graph) -> list[GraphShardManager]:
+    """The relation views of ``graph``: itself for a graph of one relation."""
+    return graph.relation_views() if isinstance(graph, HeteroGraphShardManager) else [graph]
+
+
+def _each(graph, make):
+    """``make(graph)``, or a heterogeneous graph of ``make`` of each relation view."""
+    return graph.with_relations(make) if isinstance(graph, HeteroGraphShardManager) \
+        else make(graph)
 
 
 def choose(costs: Sequence[RankCosts], budget: int) -> MemoryPlan:
@@ -243,18 +257,21 @@ def _refuse(costs: Sequence[RankCosts], budget: int, frugal: list[LayerChoice]):
 
 # -- measuring ------------------------------------------------------------------------
 
-def measure(manager: GraphShardManager, layers: Sequence[torch.nn.Module],
+def measure(graph, layers: Sequence[torch.nn.Module],
             run_pass: Callable[[list], None], model: torch.nn.Module) -> RankCosts:
     """This rank's :class:`RankCosts`, by one training pass in sar with
-    :data:`CALIBRATION_ROWS` rows per step (see the module text).
+    :data:`CALIBRATION_ROWS` rows per step (see the module text). ``graph``: a
+    :class:`GraphShardManager`, or a :class:`HeteroGraphShardManager` of them (its
+    relations' rows and edges are counted together: a layer runs every relation).
 
     ``layers``: the modules that read the graphs, in the order of ``run_pass``'s list
     (layer ``i`` reads graph ``i``). ``run_pass(graphs)`` runs one forward and backward
     pass with one graph per layer. Collective (``run_pass`` is).
     """
-    options = manager.engine_options()
-    frugal = manager.with_options(replace(options, mode="sar",
-                                          max_rows_per_step=CALIBRATION_ROWS))
+    managers = _managers(graph)
+    options = managers[0].engine_options()
+    frugal = _each(graph, lambda m: m.with_options(replace(
+        m.engine_options(), mode="sar", max_rows_per_step=CALIBRATION_ROWS)))
     per_layer = [0] * len(layers)
     hooks = [hook for i, layer in enumerate(layers) for hook in _count_received(layer, i,
                                                                                 per_layer)]
@@ -271,7 +288,7 @@ def measure(manager: GraphShardManager, layers: Sequence[torch.nn.Module],
         with torch.no_grad():
             for name, b in model.named_buffers():
                 b.copy_(buffers[name])
-    remote = [shard for shard in manager.shards if shard.src_part != manager.plan.me]
+    remote = [shard for m in managers for shard in m.shards if shard.src_part != m.plan.me]
     halo = sum(shard.rows.numel() for shard in remote)
     widen = 1 if options.halo_dtype is None else 2      # rows arrive in 16 bits, held in 32
     params = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -279,10 +296,10 @@ def measure(manager: GraphShardManager, layers: Sequence[torch.nn.Module],
         rank=comm.rank(), resident=resident, pass_growth=growth,
         optimizer=OPTIMIZER_STATES * params,
         row_bytes=tuple(-(-widen * r // halo) if halo else 0 for r in per_layer),
-        owned=manager.num_src_nodes(), halo=halo,
+        owned=sum(m.num_src_nodes() for m in managers), halo=halo,
         remote_edges=sum(shard.num_edges for shard in remote),
         largest_shard=max([shard.rows.numel() for shard in remote], default=0),
-        edges=manager.num_edges(), depth=options.pipeline_depth)
+        edges=sum(m.num_edges() for m in managers), depth=options.pipeline_depth)
 
 
 def _fetched() -> int:
@@ -303,12 +320,13 @@ def _count_received(layer: torch.nn.Module, i: int, totals: list[int]) -> list:
     return [layer.register_forward_pre_hook(before), layer.register_forward_hook(after)]
 
 
-def plan_memory(manager: GraphShardManager, layers: Sequence[torch.nn.Module],
+def plan_memory(graph, layers: Sequence[torch.nn.Module],
                 run_pass: Callable[[list], None], model: torch.nn.Module,
                 budget) -> MemoryPlan:
     """Measure (:func:`measure`), gather every rank's measurements and choose (:func:`choose`)
     the plan for ``budget`` (bytes or a size such as ``"3GiB"``): the peak resident memory
-    each worker may reach while training. Collective: every rank calls it with the same
+    each worker may reach while training, for ``graph`` (a :class:`GraphShardManager` or
+    a :class:`HeteroGraphShardManager`). Collective: every rank calls it with the same
     budget, before training.
 
     Raises
@@ -316,5 +334,5 @@ def plan_memory(manager: GraphShardManager, layers: Sequence[torch.nn.Module],
     MemoryBudgetError
         No plan fits (the message gives the smallest budget that would); on every rank.
     """
-    costs = measure(manager, layers, run_pass, model)
+    costs = measure(graph, layers, run_pass, model)
     return choose(comm.all_gather_object(costs, "memory_plan"), parse_bytes(budget))

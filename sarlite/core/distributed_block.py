@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from ..comm import all_to_all_rows, rank
-from .blocks import BlockCache, resolve
+from .local_blocks import BlockCache, resolve
 from .graph_view import ShardedGraphBase
 from .kernels import EdgeIndex
 from .message import check_all_edges, check_layer, is_udf, message_inputs

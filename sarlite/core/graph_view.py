@@ -21,7 +21,7 @@ import torch
 from dgl.ops import edge_softmax as dgl_edge_softmax
 
 from ..partition.book import DEFAULT_ETYPE
-from .blocks import BlockCache, resolve
+from .local_blocks import BlockCache, resolve
 from .kernels import EdgeIndex
 from .kernels import edge_softmax as kernel_edge_softmax
 

@@ -20,57 +20,10 @@ from types import SimpleNamespace
 import dgl
 import torch
 
+from ..partition.frames import TypedData
 from .graph_view import restoring
 
 _CROSS = ("sum", "mean", "max", "min", "stack")
-
-
-class TypedData:
-    """``ndata``/``edata`` of a heterogeneous graph: ``view[name]`` is ``{type: tensor}``
-    over the types whose frame has ``name``; ``view[name] = {type: tensor}`` sets it."""
-
-    def __init__(self, frames: dict):
-        self._frames = frames
-
-    def __getitem__(self, name: str) -> dict:
-        found = {t: frame[name] for t, frame in self._frames.items() if name in frame}
-        if not found:
-            raise KeyError(f"no type has the field {name!r}")
-        return found
-
-    def __setitem__(self, name: str, value) -> None:
-        if not isinstance(value, dict):
-            raise TypeError(f"a heterogeneous graph's field {name!r} is set per type: "
-                            f"pass {{type: tensor}}, got {type(value).__name__}")
-        unknown = [t for t in value if t not in self._frames]
-        if unknown:
-            raise KeyError(f"unknown types {unknown}; the types are {list(self._frames)}")
-        for t, tensor in value.items():
-            self._frames[t][name] = tensor
-
-    def __delitem__(self, name: str) -> None:
-        self[name]                       # KeyError when no type has it
-        for frame in self._frames.values():
-            frame.pop(name, None)
-
-    def __contains__(self, name: str) -> bool:
-        return any(name in frame for frame in self._frames.values())
-
-    def keys(self) -> list[str]:
-        return sorted({name for frame in self._frames.values() for name in frame})
-
-    def __iter__(self):
-        return iter(self.keys())
-
-    def __len__(self) -> int:
-        return len(self.keys())
-
-    def items(self):
-        return [(name, self[name]) for name in self.keys()]
-
-    def update(self, other: dict) -> None:
-        for name, value in other.items():
-            self[name] = value
 
 
 class _Types:
@@ -88,7 +41,7 @@ class HeteroGraphShardManager:
     for ``dgl.nn.HeteroGraphConv`` and for ``multi_update_all``.
 
     Build it with :func:`sarlite.construct_full_graph` on the
-    :class:`~sarlite.partition.HeteroPartitionData` of a heterogeneous partitioning, or
+    :class:`~sarlite.partition.PartitionData` of a heterogeneous partitioning, or
     get message-flow graphs (``is_block``: separate source and destination nodes per type,
     ``input_nodes``/``output_nodes`` as ``{ntype: local ids}``) from
     :func:`sarlite.construct_mfgs`.
@@ -286,6 +239,20 @@ class HeteroGraphShardManager:
             for name, value in frame.items():
                 frame[name] = value.to(device)
         return self
+
+    # -- relation views ----------------------------------------------------------------
+    def relation_views(self) -> list:
+        """The relation views, in the order of :attr:`canonical_etypes`."""
+        return list(self._relations.values())
+
+    def with_relations(self, make) -> "HeteroGraphShardManager":
+        """A graph of the same nodes whose relation view ``c`` is ``make(self[c])`` (for
+        example ``view.with_options(...)``); node data is not carried over. Local."""
+        num_dst = self._num_dst if self.is_block else None
+        return HeteroGraphShardManager(
+            {c: make(view) for c, view in self._relations.items()}, self._num_nodes,
+            self._global_counts, num_dst=num_dst, input_nodes=self.input_nodes,
+            output_nodes=self.output_nodes)
 
     # -- message passing ---------------------------------------------------------------
     def multi_update_all(self, etype_dict: dict, cross_reducer: str,

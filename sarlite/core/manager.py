@@ -5,7 +5,7 @@ import dgl
 import torch
 
 from ..comm import agree_row_shapes
-from .blocks import resolve
+from .local_blocks import resolve
 from .options import EngineOptions, OptionsSource, current
 from .graph_view import ShardedGraphBase
 from .message import (check_all_edges, check_layer, declared_parameters, is_udf,
@@ -39,21 +39,19 @@ class GraphShardManager(ShardedGraphBase):
 
     def __init__(self, shards: list[GraphShard], plan: RingPlan, num_src: int, num_dst: int,
                  in_degrees: torch.Tensor, out_degrees: torch.Tensor,
-                 edata: dict[str, torch.Tensor], mode: str = "sar", pipeline_depth: int = 1,
-                 is_block: bool = False, node_ranges: torch.Tensor | None = None,
+                 edata: dict[str, torch.Tensor], is_block: bool = False,
+                 node_ranges: torch.Tensor | None = None,
                  edge_ids: torch.Tensor | None = None,
                  global_counts: tuple[int, int] | None = None,
                  input_nodes: torch.Tensor | None = None,
-                 output_nodes: torch.Tensor | None = None,
-                 max_collective_rows: int | None = None,
-                 options: OptionsSource | None = None,
+                 output_nodes: torch.Tensor | None = None, *,
+                 options: OptionsSource = EngineOptions(),
                  relation: tuple[str, str, str] | None = None):
         edge_dst = torch.cat([s.index.dst for s in shards]) if shards else \
             torch.zeros(0, dtype=torch.int64)
         super().__init__(num_src, num_dst, in_degrees, out_degrees, edge_dst, edata,
                          is_block, global_counts, relation)
-        self._options = options if options is not None else EngineOptions(
-            mode, pipeline_depth, max_collective_rows)
+        self._options = options
         self.engine_options()                   # check now, not at the first layer
         self.shards = shards
         self.plan = plan
@@ -108,9 +106,8 @@ class GraphShardManager(ShardedGraphBase):
         if not self.shards and self.plan.size:
             raise RuntimeError("this GraphShardManager gave its shards to "
                                "get_full_partition_graph(); use the DistributedBlock")
-        return ShardSet(tuple(self.shards), self.plan, options.pipeline_depth,
-                        self.in_degrees(), options.max_collective_rows, options.halo_dtype,
-                        options.max_rows_per_step, resolve(options.kernels, self.device))
+        return ShardSet(tuple(self.shards), self.plan, self.in_degrees(), options,
+                        resolve(options.kernels, self.device))
 
     def _run(self, func, reducer=None, msg_field=None, out_field=None) -> dict:
         check_layer(func, self.plan.size)

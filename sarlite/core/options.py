@@ -8,7 +8,7 @@ callable returning one: the graph then asks for its options at every ``update_al
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Callable, Union
 
 import torch
@@ -86,7 +86,7 @@ class EngineOptions:
     ``max_rows_per_step``: a remote shard's rows are fetched, used and freed in chunks of
     at most this many rows (forward, rematerialized backward and the gradients sent
     back), so the transient memory of a step follows the chunk, not the cut; results stay
-    exact (``None``: a whole shard per ring round). SAR calls it ``max_collective_size``.
+    exact (``None``: a whole shard per ring round).
     ``kernels``: ``"dgl"`` runs each shard's message passing on DGL's kernels, ``"torch"``
     on sarlite's own (:mod:`sarlite.core.kernels`: torch operations, on any device; the
     DGL that pip installs has no CUDA kernels); ``None`` or ``"auto"``: DGL's on the CPU,
@@ -110,6 +110,7 @@ class EngineOptions:
 
 
 OptionsSource = Union[EngineOptions, Callable[[], EngineOptions]]
+ENGINE_FIELDS = tuple(f.name for f in fields(EngineOptions))
 
 
 def current(source: OptionsSource) -> EngineOptions:
@@ -122,3 +123,25 @@ def current(source: OptionsSource) -> EngineOptions:
         raise TypeError(f"the graph's options callable must return EngineOptions, got "
                         f"{type(options).__name__}")
     return options
+
+
+def resolve_options(options: OptionsSource | None = None, **settings) -> OptionsSource:
+    """The options source of a call that takes ``options=`` or the loose keywords of the
+    same names (:class:`EngineOptions`' fields; ``None`` leaves the default).
+
+    Raises
+    ------
+    ValueError
+        ``options`` and a keyword setting are both given (which one would win is not
+        for sarlite to guess), or a setting is invalid.
+    TypeError
+        A keyword that is not one of :class:`EngineOptions`' fields.
+    """
+    given = {name: value for name, value in settings.items() if value is not None}
+    if options is not None:
+        if given:
+            raise ValueError(f"the engine settings {sorted(given)} were passed together "
+                             f"with options=: pass them in the EngineOptions instead "
+                             f"(dataclasses.replace(options, ...))")
+        return options
+    return EngineOptions(**given)

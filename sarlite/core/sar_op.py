@@ -36,6 +36,7 @@ from dgl.ops import copy_u_sum
 from .capture import Captures
 from .kernels import copy_sum_back
 from .message import is_copy_src
+from .options import EngineOptions
 from .shards import GraphShard, RingPlan, Step
 
 FETCH_KIND, GRAD_KIND = "sar_fetch", "sar_grad"
@@ -46,35 +47,33 @@ class ShardSet:
     """The immutable structure a sequential call runs over.
 
     ``shards[j]`` holds the edges from partition ``j``; ``plan`` says who serves which rows;
-    ``depth`` is the prefetch depth; ``in_degrees`` ``(num_dst,)`` divide ``mean``;
-    ``max_rows`` bounds the rows per collective call (``None``: one call per step);
-    ``wire``: the dtype floating-point rows travel in (``None``: their own);
-    ``step_rows`` bounds the rows of a remote shard fetched, used and freed at once
-    (``None``: a whole shard per ring round); ``kernels``: ``"dgl"`` or ``"torch"``, the
-    blocks each step runs on (see :mod:`sarlite.core.blocks`).
+    ``in_degrees`` ``(num_dst,)`` divide ``mean``; ``options``: the call's
+    :class:`~sarlite.core.options.EngineOptions` (``pipeline_depth``,
+    ``max_collective_rows``, ``halo_dtype``, ``max_rows_per_step`` as documented there);
+    ``kernels``: ``"dgl"`` or ``"torch"``, the options' kernels resolved for the graph's
+    device, the blocks each step runs on (see :mod:`sarlite.core.local_blocks`).
     """
 
     shards: tuple[GraphShard, ...]
     plan: RingPlan
-    depth: int
     in_degrees: torch.Tensor
-    max_rows: int | None = None
-    wire: torch.dtype | None = None
-    step_rows: int | None = None
+    options: EngineOptions = EngineOptions()
     kernels: str = "dgl"
 
     @property
     def steps(self) -> tuple[Step, ...]:
-        return self.plan.steps(self.step_rows)
+        return self.plan.steps(self.options.max_rows_per_step)
 
     def piece(self, step: Step) -> GraphShard:
         """The shard, or the chunk of it, that ``step`` aggregates."""
-        return self.shards[step.shard].chunks(self.step_rows, step.chunks)[step.chunk]
+        return self.shards[step.shard].chunks(self.options.max_rows_per_step,
+                                              step.chunks)[step.chunk]
 
     def fetched(self, tensors, kind: str):
         """``(step, piece, fetched rows)`` for every step; see :meth:`RingPlan.fetched`."""
-        for step, rows in self.plan.fetched(tensors, self.steps, self.depth, kind,
-                                            self.max_rows, self.wire):
+        for step, rows in self.plan.fetched(tensors, self.steps, self.options.pipeline_depth,
+                                            kind, self.options.max_collective_rows,
+                                            self.options.halo_dtype):
             yield step, self.piece(step), rows
 
 
@@ -433,9 +432,7 @@ class _GradReturn:
     completes before the next step is computed; otherwise one stays in flight."""
 
     def __init__(self, graph: ShardSet, src_vals):
-        self.plan = graph.plan
-        self.depth = graph.depth
-        self.max_rows, self.wire = graph.max_rows, graph.wire
+        self.plan, self.options = graph.plan, graph.options
         self.src_vals = src_vals
         self.wanted = [t.requires_grad for t in src_vals]
         self.grads = [None] * len(src_vals)
@@ -444,10 +441,10 @@ class _GradReturn:
     def post(self, step: Step, fetched_grads):
         """Send the gradients of the rows fetched in ``step``; apply the previous step's."""
         self.flush()
-        self.pending = [(step, f, self.plan.return_grad(grad, step, GRAD_KIND, self.max_rows,
-                                                        self.wire))
+        self.pending = [(step, f, self.plan.return_grad(
+            grad, step, GRAD_KIND, self.options.max_collective_rows, self.options.halo_dtype))
                         for f, grad in enumerate(fetched_grads) if self.wanted[f]]
-        if self.depth == 0:
+        if self.options.pipeline_depth == 0:
             self.flush()
 
     def flush(self):

@@ -17,7 +17,7 @@ from typing import Iterator, Sequence
 import torch
 
 from ..comm import all_gather_object, all_to_all_rows, rank, ring_exchange, world_size
-from .blocks import BlockCache
+from .local_blocks import BlockCache
 from .kernels import EdgeIndex
 
 

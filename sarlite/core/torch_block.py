@@ -7,7 +7,7 @@ device, without DGL's kernels. Message and reduce functions are DGL's builtins
 (``dgl.function``), read by their attributes, or Python message functions that take an
 :class:`EdgeBatch`, and Python reducers of a :class:`NodeBatch`. It is checked against DGL's
 blocks (``tests/test_torch_block.py``); the engine builds its shards and one-shot blocks
-as ``TorchBlock`` with ``kernels="torch"`` (see :mod:`sarlite.core.blocks`).
+as ``TorchBlock`` with ``kernels="torch"`` (see :mod:`sarlite.core.local_blocks`).
 
 Example
 -------

@@ -4,6 +4,12 @@
 derives what full-graph training (:func:`sarlite.construct_full_graph`) and sampling
 (:meth:`sarlite.DistGraph.from_partition_data`) both use, so that a worker reads its
 files and holds its feature rows once.
+
+As in DGL, a homogeneous graph is a heterogeneous graph with one node type and one edge
+type (``"_N"`` and ``("_N", "_E", "_N")`` unless named): :class:`PartitionData` holds
+every graph by type, in *type-wise* ids (see :mod:`sarlite.partition.book`; for one type
+they are the global ids), and gives its per-type values as DGL gives ``g.ndata``: plainly
+for a graph of one type, as ``{type: value}`` for a graph of several.
 """
 from __future__ import annotations
 
@@ -15,97 +21,155 @@ import torch
 
 from ..comm.context import rank as current_rank
 from ..comm.context import world_size
-from .book import DEFAULT_ETYPE_STR, DEFAULT_NTYPE, RangePartitionBook
-from .files import is_heterogeneous, load_partition, read_part_config
-from .hetero_data import HeteroPartitionData, hetero_partition_data
+from .book import RangePartitionBook, _typewise
+from .files import load_partition, read_part_config
+from .frames import PerType, TypedData
 from .owned import ShardEdges, check_owned, group_by_source, owned_edges, strip_masks
 
 
 @dataclass
 class PartitionData:
-    """What one worker holds of the partitioned graph.
+    """What one worker holds of the partitioned graph, by node type and by relation.
 
     Attributes
     ----------
     rank, num_parts:
         This worker's partition and the number of partitions.
-    node_ranges:
-        ``(P, 2)`` int64 ``[start, end)`` of the global node ids each partition owns.
     partition_book:
-        The :class:`~sarlite.RangePartitionBook` of the partitioning (``edge_ranges``:
-        ``(P, 2)`` ``[start, end)`` of the global edge ids each partition owns).
-    shards:
-        ``shards[j]`` holds the owned edges (destination in this partition) whose source is
-        in partition ``j``; sources, destinations and edge ids are global ids. Together
-        the shards hold every owned edge id exactly once.
-    node_features:
-        ``{name: (num_owned, ...)}`` rows of the owned nodes, ``_N/`` prefix removed;
+        The :class:`~sarlite.RangePartitionBook` of the partitioning.
+    type_ranges:
+        ``{ntype: (P, 2)}`` int64 ``[start, end)`` of the type-wise ids of ``ntype`` each
+        partition owns; this partition's owned nodes of a type are those ids, ascending.
+    relations:
+        ``{(src, rel, dst): shards}``: ``shards[j]`` holds the owned edges of the relation
+        (destination in this partition) whose source is in partition ``j``, as type-wise
+        ids; together the shards hold every owned edge of the relation exactly once.
+    node_frames:
+        ``{ntype: {name: (owned nodes of ntype, ...)}}``, the type prefix removed;
         fields named ``*_mask`` are bool (DGL's files store them as uint8).
-    edge_features:
-        ``{name: (num_owned_edges, ...)}`` rows of the owned edges **in shard order**
-        (shard 0's edges, then shard 1's, ...), the order of ``GraphShardManager.edata``.
+    edge_frames:
+        ``{(src, rel, dst): {name: rows}}``, rows of the relation's owned edges **in shard
+        order** (shard 0's edges, then shard 1's, ...), the order of the graph's ``edata``.
     graph_name:
         The graph's name in the partition config.
     partition_graph:
         The partition graph exactly as :func:`sarlite.load_partition` returns it (owned
         nodes and edges plus the halo; ndata ``_ID``, ``inner_node``; edata ``_ID``,
         ``inner_edge``), always on the CPU; :class:`~sarlite.DistGraph` samples on it.
+
+    The views below give per-type values as DGL does: for a graph of one node type and
+    one edge type the value itself (``data.node_features["feat"]`` is a tensor,
+    ``data.owned_range`` a ``(start, end)`` pair, ``data.shards`` the list of shards); for
+    a graph of several types a :class:`~sarlite.partition.frames.PerType` ``{type:
+    value}``, which may also be called with the type (``data.owned_range("paper")``).
     """
 
     rank: int
     num_parts: int
-    node_ranges: torch.Tensor
     partition_book: RangePartitionBook
-    shards: list[ShardEdges]
-    node_features: dict[str, torch.Tensor] = field(default_factory=dict)
-    edge_features: dict[str, torch.Tensor] = field(default_factory=dict)
+    type_ranges: dict[str, torch.Tensor]
+    relations: dict[tuple[str, str, str], list[ShardEdges]]
+    node_frames: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
+    edge_frames: dict[tuple[str, str, str], dict[str, torch.Tensor]] = \
+        field(default_factory=dict)
     graph_name: str = ""
     partition_graph: dgl.DGLGraph | None = None
 
+    # -- types -------------------------------------------------------------------------
     @property
-    def owned_range(self) -> tuple[int, int]:
-        """``[start, end)`` of the global node ids this partition owns."""
-        start, end = self.node_ranges[self.rank].tolist()
+    def ntypes(self) -> list[str]:
+        return list(self.type_ranges)
+
+    @property
+    def canonical_etypes(self) -> list[tuple[str, str, str]]:
+        return list(self.relations)
+
+    @property
+    def is_homogeneous(self) -> bool:
+        """One node type and one edge type (named or not), as DGL decides it."""
+        return len(self.type_ranges) == 1 and len(self.relations) == 1
+
+    def _by_ntype(self, value_of) -> object:
+        values = PerType({t: value_of(t) for t in self.type_ranges})
+        return next(iter(values.values())) if self.is_homogeneous else values
+
+    def _by_etype(self, value_of) -> object:
+        values = PerType({c: value_of(c) for c in self.relations})
+        return next(iter(values.values())) if self.is_homogeneous else values
+
+    # -- typed accessors: the engine's one path ------------------------------------------
+    def range_of(self, ntype: str) -> tuple[int, int]:
+        """``[start, end)`` of the type-wise ids of ``ntype`` this partition owns."""
+        start, end = self.type_ranges[ntype][self.rank].tolist()
         return start, end
+
+    def count_of(self, ntype: str) -> int:
+        """Owned nodes of ``ntype``."""
+        start, end = self.range_of(ntype)
+        return end - start
+
+    # -- DGL-style views ---------------------------------------------------------------
+    @property
+    def node_ranges(self):
+        """``(P, 2)`` int64 ``[start, end)`` of the ids each partition owns (per type)."""
+        return self._by_ntype(lambda t: self.type_ranges[t])
+
+    @property
+    def owned_range(self):
+        """``[start, end)`` of the ids this partition owns (per type)."""
+        return self._by_ntype(self.range_of)
+
+    @property
+    def num_owned_nodes(self):
+        """Nodes this partition owns (per type)."""
+        return self._by_ntype(self.count_of)
+
+    @property
+    def shards(self):
+        """The owned edges grouped by the partition of their source (per relation)."""
+        return self._by_etype(lambda c: self.relations[c])
+
+    @property
+    def num_owned_edges(self):
+        """Edges this partition owns, those into its nodes (per relation)."""
+        return self._by_etype(lambda c: sum(len(s) for s in self.relations[c]))
 
     @property
     def owned_edge_range(self) -> tuple[int, int]:
-        """``[start, end)`` of the global edge ids this partition owns."""
+        """``[start, end)`` of the global edge ids (all types) this partition owns."""
         start, end = self.partition_book.edge_ranges[self.rank].tolist()
         return start, end
 
     @property
-    def num_owned_nodes(self) -> int:
-        start, end = self.owned_range
-        return end - start
-
-    @property
     def num_nodes(self) -> int:
-        """Nodes in the whole graph."""
-        return int(self.node_ranges[-1, 1])
+        """Nodes in the whole graph (all types)."""
+        return int(self.partition_book.node_ranges[-1, 1])
 
     @property
-    def num_owned_edges(self) -> int:
-        return sum(len(shard) for shard in self.shards)
+    def node_features(self):
+        """``{name: rows}`` of the owned nodes, or ``{name: {ntype: rows}}`` for several
+        node types (setting ``data.node_features[name] = {ntype: rows}`` sets them)."""
+        if self.is_homogeneous:
+            return next(iter(self.node_frames.values()))
+        return TypedData(self.node_frames)
+
+    @property
+    def edge_features(self):
+        """``{name: rows in shard order}``, or ``{name: {c_etype: rows}}`` for several
+        relations."""
+        if self.is_homogeneous:
+            return next(iter(self.edge_frames.values()))
+        return TypedData(self.edge_frames)
+
+    def to(self, device) -> "PartitionData":
+        """A copy whose node and edge features are on ``device`` (the partition graph
+        and the edges stay on the CPU)."""
+        return replace(self, node_frames=_moved(self.node_frames, device),
+                       edge_frames=_moved(self.edge_frames, device))
 
 
-def _node_rows(part_config, node_feats: dict, num_owned: int, part: int) -> dict:
-    node_features = strip_masks(node_feats, DEFAULT_NTYPE + "/")
-    for name, value in node_features.items():
-        if value.shape[0] != num_owned:
-            raise ValueError(f"{part_config}: node feature {name!r} of part {part} has "
-                             f"{value.shape[0]} rows but the part owns {num_owned} nodes")
-    return node_features
-
-
-def _edge_rows(part_config, edge_feats: dict, rows: torch.Tensor, part: int) -> dict:
-    """Edge features in shard order: ``rows`` are the local (owned) rows, in that order."""
-    edge_features = strip_masks(edge_feats, DEFAULT_ETYPE_STR + "/")
-    for name, value in edge_features.items():
-        if value.shape[0] != rows.numel():
-            raise ValueError(f"{part_config}: edge feature {name!r} of part {part} has "
-                             f"{value.shape[0]} rows but the part owns {rows.numel()} edges")
-    return {name: value[rows] for name, value in edge_features.items()}
+def _moved(frames: dict, device) -> dict:
+    return {t: {k: v.to(device) for k, v in frame.items()} for t, frame in frames.items()}
 
 
 def _check_world_size(part_config: str | os.PathLike, num_parts: int) -> None:
@@ -117,16 +181,13 @@ def _check_world_size(part_config: str | os.PathLike, num_parts: int) -> None:
 
 
 def load_partition_data(part_config: str | os.PathLike, rank: int | None = None,
-                        device: torch.device | str | None = None
-                        ) -> PartitionData | HeteroPartitionData:
+                        device: torch.device | str | None = None) -> PartitionData:
     """Load partition ``rank`` (default: this process's rank) of a DGL-format partitioning.
 
     Reads partitions written by :func:`sarlite.partition_graph` and by
-    ``dgl.distributed.partition_graph``; ``device`` moves the node and edge features (the
-    partition graph stays on the CPU). Not a collective: each rank reads its own files.
-    A heterogeneous partitioning gives a
-    :class:`~sarlite.partition.hetero_data.HeteroPartitionData` (per-type features and
-    per-relation shards, in type-wise ids).
+    ``dgl.distributed.partition_graph``, of one node and edge type or several;
+    ``device`` moves the node and edge features (the partition graph stays on the CPU).
+    Not a collective: each rank reads its own files.
 
     Raises
     ------
@@ -142,29 +203,9 @@ def load_partition_data(part_config: str | os.PathLike, rank: int | None = None,
         _check_world_size(part_config, meta["num_parts"])
     graph, node_feats, edge_feats, book, graph_name, _, _ = load_partition(
         part_config, current_rank() if rank is None else rank)
-    build = hetero_partition_data if is_heterogeneous(meta) else partition_data_from
-    data = build(graph, node_feats, edge_feats, book, graph_name, source=str(part_config))
-    if device is None:
-        return data
-    return replace(data, node_features=_moved(data.node_features, device),
-                   edge_features=_moved(data.edge_features, device))
-
-
-def _moved(features: dict, device) -> dict:
-    """``features`` (tensors, or dicts of tensors by type) on ``device``."""
-    return {k: _moved(v, device) if isinstance(v, dict) else v.to(device)
-            for k, v in features.items()}
-
-
-def require_homogeneous_data(data, what: str):
-    """``data`` unless it is a :class:`HeteroPartitionData`, which ``what`` (the caller's
-    name) cannot take yet: then one ``NotImplementedError`` naming the limit."""
-    if isinstance(data, HeteroPartitionData):
-        raise NotImplementedError(
-            f"{what}: the partition of {data.graph_name!r} is heterogeneous (node types "
-            f"{data.ntypes}); {what} takes homogeneous graphs only so far. Full-graph "
-            f"training takes it: sarlite.construct_full_graph(data)")
-    return data
+    data = partition_data_from(graph, node_feats, edge_feats, book, graph_name,
+                               source=str(part_config))
+    return data if device is None else data.to(device)
 
 
 def partition_data_from(graph: dgl.DGLGraph, node_feats: dict, edge_feats: dict,
@@ -175,25 +216,80 @@ def partition_data_from(graph: dgl.DGLGraph, node_feats: dict, edge_feats: dict,
     ``graph``, ``node_feats``, ``edge_feats`` and ``book`` are as
     :func:`~sarlite.partition.load_partition` returns them (or as a ``DistGraph`` holds
     them: its ``local_partition`` and its tensors' local rows): owned node rows in id
-    order, owned edge rows in edge-id order, keys with or without DGL's type prefixes.
-    ``source`` names the data in error messages. Not a collective.
+    order, owned edge rows in edge-id order, keys ``"<type>/<name>"`` (for a graph of
+    one type, the prefix may be absent). ``source`` names the data in error messages.
+    Not a collective.
 
     Raises
     ------
     ValueError
         The inner edges are not exactly the owned edge ids into owned nodes, or a feature
-        has the wrong number of rows.
+        has the wrong number of rows or names no type of the graph.
     """
     part, num_parts = book.partid, book.num_partitions()
     src, dst, eids = owned_edges(graph)
     check_owned(source, book, dst, eids)
-    shards = group_by_source(book.nid2partid(src), src, dst, eids, num_parts)
-    lo, hi = book.node_ranges[part].tolist()
-    edge_lo = int(book.edge_ranges[part, 0])
-    node_features = _node_rows(source, node_feats, hi - lo, part)
-    edge_features = _edge_rows(source, edge_feats,
-                               torch.cat([s.eids for s in shards]) - edge_lo, part)
-    return PartitionData(rank=part, num_parts=num_parts, node_ranges=book.node_ranges,
-                         partition_book=book, shards=shards, node_features=node_features,
-                         edge_features=edge_features, graph_name=graph_name,
-                         partition_graph=graph)
+    etype, eids = book.map_to_per_etype(eids)
+    _, src = book.map_to_per_ntype(src)
+    _, dst = book.map_to_per_ntype(dst)
+    relations, edge_rows = {}, {}
+    for t, c_etype in enumerate(book.canonical_etypes):
+        mine = etype == t
+        shards = group_by_source(book.nid2partid(src[mine], c_etype[0]), src[mine],
+                                 dst[mine], eids[mine], num_parts)
+        relations[c_etype] = shards
+        first = int(_typewise(book.typed_edge_ranges(c_etype))[part, 0])
+        edge_rows[c_etype] = torch.cat([s.eids for s in shards]) - first
+    type_ranges = {t: _typewise(book.typed_node_ranges(t)) for t in book.ntypes}
+    owned = {t: int(r[part, 1] - r[part, 0]) for t, r in type_ranges.items()}
+    return PartitionData(
+        rank=part, num_parts=num_parts, partition_book=book, type_ranges=type_ranges,
+        relations=relations, node_frames=_node_frames(source, node_feats, book, owned),
+        edge_frames=_edge_frames(source, edge_feats, book, edge_rows),
+        graph_name=graph_name, partition_graph=graph)
+
+
+def _split_key(key: str, types: list, resolve=lambda kind: kind):
+    """``(type, name)`` of a feature key ``"<type>/<name>"``; a key of a graph with one
+    type may lack the prefix. ``None`` for a type the graph does not have."""
+    kind, _, name = key.rpartition("/")
+    try:
+        found = resolve(kind) if kind else None
+    except (KeyError, ValueError):
+        found = None
+    if found in types:
+        return found, name
+    return (types[0], key) if len(types) == 1 else (None, name)
+
+
+def _node_frames(source: str, feats: dict, book, owned: dict) -> dict:
+    """``{ntype: {name: rows}}`` from ``{"<ntype>/<name>": rows}``, rows checked."""
+    frames: dict[str, dict] = {t: {} for t in book.ntypes}
+    for key, value in feats.items():
+        ntype, name = _split_key(key, book.ntypes)
+        if ntype is None:
+            raise ValueError(f"{source}: node feature {key!r} names no node type of the "
+                             f"graph ({book.ntypes})")
+        if value.shape[0] != owned[ntype]:
+            raise ValueError(f"{source}: node feature {name!r} of part {book.partid} has "
+                             f"{value.shape[0]} rows but the part owns {owned[ntype]} "
+                             f"{ntype!r} nodes")
+        frames[ntype].update(strip_masks({name: value}))
+    return frames
+
+
+def _edge_frames(source: str, feats: dict, book, edge_rows: dict) -> dict:
+    """``{c_etype: {name: rows in shard order}}`` from ``{"<etype>/<name>": rows}``."""
+    frames: dict[tuple, dict] = {c: {} for c in book.canonical_etypes}
+    for key, value in feats.items():
+        c_etype, name = _split_key(key, book.canonical_etypes, book.to_canonical_etype)
+        if c_etype is None:
+            raise ValueError(f"{source}: edge feature {key!r} names no edge type of the "
+                             f"graph ({book.canonical_etypes})")
+        rows = edge_rows[c_etype]
+        if value.shape[0] != rows.numel():
+            raise ValueError(f"{source}: edge feature {name!r} of part {book.partid} has "
+                             f"{value.shape[0]} rows but the part owns {rows.numel()} "
+                             f"{c_etype[1]!r} edges")
+        frames[c_etype].update(strip_masks({name: value[rows]}))
+    return frames

@@ -1,6 +1,5 @@
-"""The owned edges of one partition graph, and its features as loaded: shared by the
-homogeneous (:mod:`sarlite.partition.data`) and heterogeneous
-(:mod:`sarlite.partition.hetero_data`) partition loaders."""
+"""The owned edges of one partition graph, and its features as loaded, for the partition
+loader (:mod:`sarlite.partition.data`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,9 +1,8 @@
 """DistGraph: DGL's distributed graph facade over one partition per rank and the KV layer.
 
-Each rank holds its own partition (a :class:`~sarlite.partition.PartitionData`, or a
-:class:`~sarlite.partition.HeteroPartitionData` for a graph with node and edge types, as
+Each rank holds its own partition (a :class:`~sarlite.partition.PartitionData`, as
 :func:`~sarlite.partition.load_partition_data`, the one parser of partition files,
-returns them) and puts the owned rows of every node and edge feature into the default KV
+returns it) and puts the owned rows of every node and edge feature into the default KV
 store, so ``g.ndata[name][ids]`` (``g.nodes[ntype].data[name][ids]`` with types) works for
 any global id. Graph queries that need rows other ranks own (``find_edges``,
 ``edge_subgraph``, ``in_degrees``, ``out_degrees``, ``sample_neighbors``) are collective
@@ -36,11 +35,10 @@ from ..kv import DistTensor, KVStore, current_kvstore, init_kvstore, same_partit
 from ..kv.protocol import KVCall, agree, validated
 from ..kv.routing import checked_ids, pull_rows, push_rows, sum_duplicates
 from ..partition import (DEFAULT_ETYPE, DEFAULT_NTYPE, EdgePartitionPolicy,
-                         HeteroPartitionData, NodePartitionPolicy, PartitionData,
+                         NodePartitionPolicy, PartitionData,
                          RangePartitionBook, load_partition_data)
 from ..partition.book import DEFAULT_ETYPE_STR, as_id_tensor
-from .neighbor import sample_neighbors
-from .typed_neighbor import LocalTypedGraph
+from .neighbor import LocalTypedGraph, sample_neighbors
 
 CanonicalEtype = tuple[str, str, str]
 
@@ -117,7 +115,7 @@ def _config_argument(graph_name, part_config) -> tuple[str | None, str | os.Path
                      f"DistGraph({graph_name!r}, part_config='out/{graph_name}.json')")
 
 
-def _check_data(data: PartitionData | HeteroPartitionData, graph_name: str | None,
+def _check_data(data: PartitionData, graph_name: str | None,
                 gpb: RangePartitionBook | None) -> None:
     """Raise ``ValueError`` unless ``data`` is this rank's partition, one per rank, of
     graph ``graph_name`` (when given) partitioned as ``gpb`` (when given)."""
@@ -166,27 +164,6 @@ def _reusable_store(book: RangePartitionBook, replace: bool) -> KVStore | None:
                      f"one), or call sarlite.kv.init_kvstore(partition_book) first")
 
 
-def _typed_parts(data: PartitionData | HeteroPartitionData) -> tuple[dict, dict, dict]:
-    """``(relations, node features, edge features)`` by type: ``{c_etype: shards}``,
-    ``{ntype: {name: rows}}``, ``{c_etype: {name: rows in shard order}}``; a partition
-    of one node and edge type has just those (``"_N"`` / ``("_N", "_E", "_N")`` unless
-    named)."""
-    if isinstance(data, HeteroPartitionData):
-        node_feats: dict[str, dict] = {t: {} for t in data.ntypes}
-        for name, by_type in data.node_features.items():
-            for ntype, rows in by_type.items():
-                node_feats[ntype][name] = rows
-        edge_feats: dict[tuple, dict] = {c: {} for c in data.canonical_etypes}
-        for name, by_type in data.edge_features.items():
-            for c_etype, rows in by_type.items():
-                edge_feats[c_etype][name] = rows
-        return data.relations, node_feats, edge_feats
-    book = data.partition_book
-    ntype, c_etype = book.ntypes[0], book.canonical_etypes[0]
-    return ({c_etype: data.shards}, {ntype: data.node_features},
-            {c_etype: data.edge_features})
-
-
 class _Local:
     """What one rank derives from its partition, without communication, by type.
 
@@ -197,9 +174,10 @@ class _Local:
     in id order (the data's own node tensors).
     """
 
-    def __init__(self, data: PartitionData | HeteroPartitionData):
+    def __init__(self, data: PartitionData):
         book = self.book = data.partition_book
-        relations, self.node_feats, edge_feats = _typed_parts(data)
+        relations, self.node_feats, edge_feats = \
+            data.relations, data.node_frames, data.edge_frames
         self.ends, self.in_degrees, self.sources, self.edge_feats = {}, {}, {}, {}
         for c_etype, shards in relations.items():
             edges = EdgePartitionPolicy(book, c_etype)
@@ -393,10 +371,11 @@ class DistGraph:
         return self._graph
 
     @property
-    def local_typed_partition(self):
+    def local_typed_partition(self) -> LocalTypedGraph:
         """This rank's partition graph by type (a
-        :class:`~sarlite.sampling.typed_neighbor.LocalTypedGraph`, what sampling a graph
-        with named types runs on), built on first use from :attr:`local_partition`. Local."""
+        :class:`~sarlite.sampling.neighbor.LocalTypedGraph`, what the owner's sampling
+        runs on; without named types it wraps :attr:`local_partition` itself), built on
+        first use. Local."""
         if self._typed_partition is None:
             self._typed_partition = LocalTypedGraph(self._graph, self._book)
         return self._typed_partition
@@ -642,8 +621,8 @@ class DistGraph:
             Edges per seed, ``-1`` for all; with types also ``{etype: fanout}`` naming
             every edge type (DGL's rule), the edges of each type picked separately.
         edge_dir, prob, replace:
-            As :func:`sarlite.sampling.sample_neighbors` (``prob`` on a graph with one
-            node and edge type only).
+            As :func:`sarlite.sampling.sample_neighbors` (with several edge types, those
+            without the ``prob`` feature are sampled uniformly, as in DGL).
         exclude_edges:
             Global edge ids (``{etype: ids}`` with types) to leave out of the result (as
             DGL's ``exclude_eids``, e.g. the edges of a link-prediction batch): dropped
@@ -657,9 +636,10 @@ class DistGraph:
         Returns
         -------
         dgl.DGLGraph
-            A graph over all ``num_nodes()`` global node ids (with types: a heterograph
-            with every type, ``num_nodes(ntype)`` nodes each) holding the sampled edges,
-            ``edata[dgl.EID]`` their global edge ids.
+            A graph over all ``num_nodes()`` global node ids holding the sampled edges,
+            ``edata[dgl.EID]`` their global edge ids. With named types, as DGL 2.1's: a
+            heterograph with every node type (``num_nodes(ntype)`` nodes each) but only
+            the edge types that hold a sampled edge (every edge type when none does).
 
         Collective and blocking: every rank calls it in the same order with the same
         ``fanout``, ``edge_dir``, ``prob`` and ``replace`` (a sampler object used the same

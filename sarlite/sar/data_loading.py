@@ -4,7 +4,7 @@ from __future__ import annotations
 import dgl
 import torch
 
-from ..partition import load_partition_data, require_homogeneous_data
+from ..partition import load_partition_data
 from ..partition.book import DEFAULT_ETYPE, DEFAULT_ETYPE_STR, DEFAULT_NTYPE
 from .common_tuples import PartitionData, ShardEdgesAndFeatures
 
@@ -39,9 +39,13 @@ def load_dgl_partition_data(partition_json_file: str, own_partition_idx: int,
         As :func:`sarlite.load_partition_data` (missing or inconsistent files,
         heterogeneous graphs).
     """
-    data = require_homogeneous_data(
-        load_partition_data(partition_json_file, own_partition_idx, device),
-        "load_dgl_partition_data")
+    data = load_partition_data(partition_json_file, own_partition_idx, device)
+    if not data.is_homogeneous:
+        raise NotImplementedError(
+            f"load_dgl_partition_data: the partition of {data.graph_name!r} is "
+            f"heterogeneous (node types {data.ntypes}); SAR's typed partition layout is not "
+            f"offered yet. sarlite's own API takes it: sarlite.load_partition_data, then "
+            f"sarlite.construct_full_graph(data)")
     node_features = {f"{DEFAULT_NTYPE}/{name}": value
                      for name, value in data.node_features.items()}
     node_features[dgl.NTYPE] = torch.zeros(data.num_owned_nodes, dtype=torch.int32,

@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..core.budget import parse_bytes
+from ..core.options import ENGINE_FIELDS, EngineOptions
 from ..data import DATASETS, SYNTHETIC_DATASETS
 
 
@@ -88,13 +89,17 @@ class ModelConfig(_Section):
 
 
 class EngineConfig(_Section):
+    """The ``engine`` section: :class:`~sarlite.core.options.EngineOptions` in YAML (same
+    names, checked by it; :meth:`options` is what reaches the graphs), plus the training
+    application's ``memory_budget``."""
+
     mode: Literal["sar", "sa", "one-shot"] = Field("sar", description="SAR engine mode")
-    pipeline_depth: int = Field(1, ge=0, description="shards fetched ahead")
+    pipeline_depth: int = Field(1, description="shards fetched ahead")
     max_collective_rows: Optional[int] = Field(
-        None, ge=1, description="rows per peer in one collective call; larger exchanges "
-        "are split (null: no bound)")
+        None, description="rows per peer in one collective call; larger exchanges are "
+        "split (null: no bound)")
     max_rows_per_step: Optional[int] = Field(
-        None, ge=1, description="rows of a remote shard fetched, used and freed at once "
+        None, description="rows of a remote shard fetched, used and freed at once "
         "(forward, rematerialized backward, gradients); bounds transient memory by the "
         "chunk, not the cut; exact (null: a whole shard per ring round)")
     halo_dtype: Literal["float32", "bfloat16", "float16"] = Field(
@@ -108,10 +113,15 @@ class EngineConfig(_Section):
         None, description="the most resident memory each worker may hold while training "
         "(bytes, or a size such as '3GiB'): each layer then runs one-shot where the "
         "estimate fits and sar with fewer rows per step where not, measured by one "
-        "calibration pass; exact; full-batch homogeneous training (null: engine.mode)")
+        "calibration pass; exact; full-batch training (null: engine.mode)")
+
+    def options(self) -> EngineOptions:
+        """The engine settings of this section, as the graphs take them."""
+        return EngineOptions(**{name: getattr(self, name) for name in ENGINE_FIELDS})
 
     @model_validator(mode="after")
-    def _budget(self):
+    def _checked(self):
+        self.options()                      # EngineOptions' checks, the only ones
         if self.memory_budget is None:
             return self
         parse_bytes(self.memory_budget)

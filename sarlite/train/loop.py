@@ -14,7 +14,7 @@ from .. import comm
 from ..runtime import allocator, health
 from ..core import construct_full_graph, construct_mfgs, install_dgl_dispatch
 from ..runtime.resident import peak_resident_bytes, reset_peak
-from ..partition import HeteroPartitionData, PartitionData, load_partition_data
+from ..partition import PartitionData, load_partition_data
 from ..partition.files import remove_stale_temporaries
 from . import checkpoint
 from .config import Config, ConfigError
@@ -60,18 +60,36 @@ def _gather(value: float) -> list[float]:
     return comm.all_gather_object(value, "metrics")
 
 
-def _engine(cfg: Config) -> dict:
-    """The graph-construction keywords of the config's ``engine`` section."""
-    return dict(mode=cfg.engine.mode, pipeline_depth=cfg.engine.pipeline_depth,
-                max_collective_rows=cfg.engine.max_collective_rows,
-                halo_dtype=cfg.engine.halo_dtype,
-                max_rows_per_step=cfg.engine.max_rows_per_step,
-                kernels=cfg.engine.kernels)
+def _target(cfg: Config, data: PartitionData) -> str:
+    """The labelled node type, whose nodes are classified: the one type of a homogeneous
+    graph; of a heterogeneous one, the one type with ``label``.
+
+    Raises ``ConfigError`` when no type, or several, have labels or the split masks."""
+    frames = data.node_frames
+    labelled = sorted(t for t, frame in frames.items() if "label" in frame)
+    if data.is_homogeneous:
+        for key in ("feat", "label", *(f"{s}_mask" for s in SPLITS)):
+            if key not in frames[data.ntypes[0]]:
+                raise ConfigError(f"dataset {cfg.dataset.name!r} has no node field {key!r}")
+        return data.ntypes[0]
+    if len(labelled) != 1:
+        raise ConfigError(f"dataset {cfg.dataset.name!r} must have node field 'label' on "
+                          f"exactly one node type (the one classified); it has it on "
+                          f"{labelled}")
+    for split in SPLITS:
+        if f"{split}_mask" not in frames[labelled[0]]:
+            raise ConfigError(f"dataset {cfg.dataset.name!r} has no node field "
+                              f"'{split}_mask' on its labelled type {labelled[0]!r}")
+    return labelled[0]
 
 
-def _build_batch(cfg: Config, data: PartitionData) -> tuple[Batch, int, int]:
+def _build_batch(cfg: Config, data: PartitionData) -> tuple[Batch, str, int]:
     """The full-graph batch of this rank's partition ``data`` (its feature tensors, not
-    copies, where the dtypes already fit). Collective (graph construction).
+    copies, where the dtypes already fit): inputs ``feat`` of every node type that has
+    it, labels and masks of the labelled type (the target). A homogeneous graph's inputs
+    are its one tensor, as DGL gives ``g.ndata``. Collective (graph construction).
+
+    Returns ``(batch, target, num_classes)``.
 
     Raises
     ------
@@ -82,29 +100,34 @@ def _build_batch(cfg: Config, data: PartitionData) -> tuple[Batch, int, int]:
         The input features of this rank hold inf or nan (unless train.allow_nonfinite);
         raised before any collective, on this rank only.
     """
-    feats = data.node_features
-    for key in ("feat", "label", *(f"{s}_mask" for s in SPLITS)):
-        if key not in feats:
-            raise ConfigError(f"dataset {cfg.dataset.name!r} has no node field {key!r}")
-    x = feats["feat"].float()
+    target, homogeneous = _target(cfg, data), data.is_homogeneous
+    frames = data.node_frames
+    x = {t: frame["feat"].float() for t, frame in frames.items() if "feat" in frame}
     if not cfg.train.allow_nonfinite:
-        check_features(x, "feat", data.rank, data.owned_range[0])
+        for t, v in x.items():
+            check_features(v, "feat" if homogeneous else f"{t}/feat", data.rank,
+                           data.range_of(t)[0])
     labels, masks, num_classes = checked_labels(
-        cfg, feats["label"], {s: feats[f"{s}_mask"] for s in SPLITS}, data.rank,
-        data.owned_range[0])
+        cfg, frames[target]["label"], {s: frames[target][f"{s}_mask"] for s in SPLITS},
+        data.rank, data.range_of(target)[0], None if homogeneous else target)
     if cfg.train.ignore_label is not None:        # sampled training's seeds leave them too
-        feats.update({f"{s}_mask": m for s, m in masks.items()})
-    engine = _engine(cfg)
+        frames[target].update({f"{s}_mask": m for s, m in masks.items()})
+    options = cfg.engine.options()
     if cfg.model.label_only:
         seeds = torch.nonzero(masks["train"] | masks["val"] | masks["test"]).squeeze(1)
-        mfgs = construct_mfgs(data, seeds, graphs_needed(cfg.model), **engine)
-        rows = mfgs[-1].output_nodes
-        batch = Batch(mfgs, x[mfgs[0].input_nodes], labels[rows],
-                      {s: m[rows] for s, m in masks.items()})
+        mfgs = construct_mfgs(data, {target: seeds}, graphs_needed(cfg.model),
+                              options=options)
+        inputs, out = mfgs[0].input_nodes, mfgs[-1].output_nodes
+        if homogeneous:
+            inputs, out = {target: inputs}, {target: out}
+        batch = Batch(mfgs, {t: v[inputs[t]] for t, v in x.items()}, labels[out[target]],
+                      {s: m[out[target]] for s, m in masks.items()},
+                      rows=None if homogeneous else inputs)
     else:
-        g = construct_full_graph(data, **engine)
+        g = construct_full_graph(data, options=options)
         batch = Batch([g] * graphs_needed(cfg.model), x, labels, masks)
-    return batch, x.shape[1], num_classes
+    return (replace(batch, x=batch.x[target]) if homogeneous else batch), target, \
+        num_classes
 
 
 HETERO_MODELS = ("rgcn", "mlp")
@@ -129,55 +152,14 @@ def _check_hetero(cfg: Config, hetero: bool) -> None:
                           f"label_only)")
 
 
-def _build_hetero_batch(cfg: Config, data: HeteroPartitionData) -> tuple[Batch, str, int]:
-    """The full-graph batch of a heterogeneous partition: inputs ``{ntype: feat}`` of the
-    types with features, labels and masks of the one labelled type (the target).
-    Collective (graph construction).
-
-    Raises
-    ------
-    ConfigError
-        Not exactly one node type has labels, or it lacks a split mask, or its labels or
-        masks are unusable (on every rank, see :func:`~sarlite.train.labels.checked_labels`).
-    """
-    feats = data.node_features
-    labelled = sorted(feats.get("label", {}))
-    if len(labelled) != 1:
-        raise ConfigError(f"dataset {cfg.dataset.name!r} must have node field 'label' on "
-                          f"exactly one node type (the one classified); it has it on "
-                          f"{labelled}")
-    target = labelled[0]
-    for split in SPLITS:
-        if target not in feats.get(f"{split}_mask", {}):
-            raise ConfigError(f"dataset {cfg.dataset.name!r} has no node field "
-                              f"'{split}_mask' on its labelled type {target!r}")
-    x = {t: v.float() for t, v in feats.get("feat", {}).items()}
-    if not cfg.train.allow_nonfinite:
-        for t, v in x.items():
-            check_features(v, f"{t}/feat", data.rank, data.owned_range(t)[0])
-    labels, masks, num_classes = checked_labels(
-        cfg, feats["label"][target], {s: feats[f"{s}_mask"][target] for s in SPLITS},
-        data.rank, data.owned_range(target)[0], target)
-    if cfg.train.ignore_label is not None:        # sampled training's seeds leave them too
-        for split, mask in masks.items():
-            feats[f"{split}_mask"][target] = mask
-    if cfg.model.label_only:
-        seeds = torch.nonzero(masks["train"] | masks["val"] | masks["test"]).squeeze(1)
-        mfgs = construct_mfgs(data, {target: seeds}, cfg.model.layers, **_engine(cfg))
-        inputs, out = mfgs[0].input_nodes, mfgs[-1].output_nodes[target]
-        batch = Batch(mfgs, {t: v[inputs[t]] for t, v in x.items()}, labels[out],
-                      {s: m[out] for s, m in masks.items()}, rows=inputs)
-    else:
-        g = construct_full_graph(data, **_engine(cfg))
-        batch = Batch([g] * cfg.model.layers, x, labels, masks)
-    return batch, target, num_classes
-
-
-def _hetero_model(cfg: Config, data: HeteroPartitionData, batch: Batch, target: str,
-                  num_classes: int, loader=None) -> HeteroClassifier:
-    """The classifier of a heterogeneous dataset, with learned input rows for the node
-    types without features (R-GCN only): this worker's own rows in full-graph training,
-    DistEmbeddings over the loader's graph in sampled training (collective then)."""
+def _model(cfg: Config, data: PartitionData, batch: Batch, target: str, num_classes: int,
+           loader=None) -> torch.nn.Module:
+    """The model: :func:`build_model` on a homogeneous graph; on a heterogeneous one the
+    classifier, with learned input rows for the node types without features (R-GCN
+    only): this worker's own rows in full-graph training, DistEmbeddings over the
+    loader's graph in sampled training (collective then)."""
+    if data.is_homogeneous:
+        return build_model(cfg.model, batch.x.shape[1], num_classes)
     featureless = [t for t in data.ntypes if t not in batch.x]
     embeddings = None
     if featureless and cfg.model.type == "rgcn" and loader is not None:
@@ -185,7 +167,7 @@ def _hetero_model(cfg: Config, data: HeteroPartitionData, batch: Batch, target: 
                                        cfg.train.seed, cfg.optim.lr)
     elif featureless and cfg.model.type == "rgcn":
         book = data.partition_book
-        embeddings = OwnedEmbeddings({t: data.owned_range(t) for t in featureless},
+        embeddings = OwnedEmbeddings({t: data.range_of(t) for t in featureless},
                                      {t: book._num_nodes(t) for t in featureless},
                                      cfg.model.hidden, cfg.train.seed)
     return HeteroClassifier(cfg.model, {t: v.shape[1] for t, v in batch.x.items()},
@@ -227,10 +209,10 @@ def _calibration_pass(model, batch: Batch, num_train: float) -> None:
     model.zero_grad(set_to_none=True)
 
 
-def _sampled_epoch(model, optimizer, loader, epoch: int | None, target: str | None = None,
+def _sampled_epoch(model, optimizer, loader, epoch: int | None, target: str,
                    sparse=None) -> float:
     """One pass over the sampled batches (a step each); the mean of the steps' global
-    losses. ``target``: the labelled type of a heterogeneous graph. Collective: every
+    losses. ``target``: the labelled node type. Collective: every
     rank gets the same number of batches from the loader."""
     losses = []
     for step, (input_nodes, output_nodes, blocks) in enumerate(loader):
@@ -240,19 +222,19 @@ def _sampled_epoch(model, optimizer, loader, epoch: int | None, target: str | No
     return sum(losses) / len(losses)
 
 
-def _sampled_batch(input_nodes, blocks: list, target: str | None) -> Batch:
+def _sampled_batch(input_nodes, blocks: list, target: str) -> Batch:
     """The training batch of one sampled mini-batch: every output node is a training
-    node; heterogeneous inputs ``{ntype: feat}`` of the types that have features."""
-    if target is None:
-        labels = blocks[-1].dstdata["label"].long()
-        return Batch(blocks, blocks[0].srcdata["feat"].float(), labels,
-                     {"train": torch.ones(labels.numel(), dtype=torch.bool)})
-    first = blocks[0]
+    node; inputs ``feat`` of the types that have it, one tensor when the loader gives
+    homogeneous blocks (``input_nodes`` a tensor, as DGL's loaders give them)."""
+    first, last = blocks[0], blocks[-1]
     x = {t: first.srcnodes[t].data["feat"].float() for t in first.srctypes
          if "feat" in first.srcnodes[t].data}
-    labels = blocks[-1].dstnodes[target].data["label"].long()
-    return Batch(blocks, x, labels, {"train": torch.ones(labels.numel(), dtype=torch.bool)},
-                 rows=input_nodes)
+    labels = last.dstnodes[last.dsttypes[0] if len(last.dsttypes) == 1 else target] \
+        .data["label"].long()
+    masks = {"train": torch.ones(labels.numel(), dtype=torch.bool)}
+    if isinstance(input_nodes, dict):
+        return Batch(blocks, x, labels, masks, rows=input_nodes)
+    return Batch(blocks, next(iter(x.values())), labels, masks)
 
 
 @torch.no_grad()
@@ -399,14 +381,9 @@ def _train(cfg: Config, rank: int, world: int) -> dict:
     part_config = prepare_partitions(cfg, rank, world)
     with health.busy("loading its partition"):   # DGL's readers hold Python's lock
         data = load_partition_data(part_config)    # read once: evaluation and sampling
-    hetero = isinstance(data, HeteroPartitionData)
-    _check_hetero(cfg, hetero)
-    check_budget(cfg, hetero)
-    target = None                   # the labelled node type of a heterogeneous graph
-    if hetero:
-        batch, target, num_classes = _build_hetero_batch(cfg, data)
-    else:
-        batch, in_dim, num_classes = _build_batch(cfg, data)
+    _check_hetero(cfg, not data.is_homogeneous)
+    check_budget(cfg)
+    batch, target, num_classes = _build_batch(cfg, data)
     num_train = float(_global([float(batch.masks["train"].sum())])[0])
     if num_train == 0:
         raise ConfigError(f"dataset {cfg.dataset.name!r} has no training nodes")
@@ -414,8 +391,7 @@ def _train(cfg: Config, rank: int, world: int) -> dict:
     loader = sampled_loader(cfg, data, rank, target) if cfg.train.sampling else None
     torch.manual_seed(cfg.train.seed)
     install_dgl_dispatch()          # attention layers' edge_softmax on sarlite graphs
-    model = _hetero_model(cfg, data, batch, target, num_classes, loader) if hetero \
-        else build_model(cfg.model, in_dim, num_classes)
+    model = _model(cfg, data, batch, target, num_classes, loader)
     sparse = model.embeddings if isinstance(getattr(model, "embeddings", None),
                                             SampledEmbeddings) else None
     del data          # the batch and the loader's DistGraph keep the tensors they need

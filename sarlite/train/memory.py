@@ -9,29 +9,28 @@ from torch import nn
 
 from ..core.budget import MemoryPlan, plan_memory
 from .config import Config, ConfigError
-from .models import LayeredGNN, Propagated
+from .models import HeteroClassifier, LayeredGNN, Propagated
 
 log = logging.getLogger("sarlite.train")
 
 
-def check_budget(cfg: Config, hetero: bool) -> None:
+def check_budget(cfg: Config) -> None:
     """Refuse engine.memory_budget where it has no plan to make (before any collective).
 
     Raises
     ------
     ConfigError
-        A heterogeneous dataset, model.label_only or model.type=mlp with a budget.
+        model.label_only or model.type=mlp with a budget.
     """
     if cfg.engine.memory_budget is None:
         return
-    limits = {"a heterogeneous dataset": hetero,
-              "model.label_only (message-flow graphs)": cfg.model.label_only,
+    limits = {"model.label_only (message-flow graphs)": cfg.model.label_only,
               "model.type=mlp (it reads no graph)": cfg.model.type == "mlp"}
     refused = [what for what, on in limits.items() if on]
     if refused:
-        raise ConfigError(f"engine.memory_budget plans full-graph training of homogeneous "
-                          f"graphs; not with {', '.join(refused)}: leave memory_budget "
-                          f"unset and choose engine.mode and engine.max_rows_per_step")
+        raise ConfigError(f"engine.memory_budget plans full-graph training; not with "
+                          f"{', '.join(refused)}: leave memory_budget unset and choose "
+                          f"engine.mode and engine.max_rows_per_step")
 
 
 def graph_layers(model: nn.Module) -> list[nn.Module]:
@@ -40,6 +39,8 @@ def graph_layers(model: nn.Module) -> list[nn.Module]:
         return list(model.convs)
     if isinstance(model, Propagated):
         return [model.net]
+    if isinstance(model, HeteroClassifier) and "layers" in model.replicated:
+        return list(model.replicated["layers"])
     raise ConfigError(f"engine.memory_budget has no plan for {type(model).__name__}")
 
 

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..core import DistributedBatchNorm1d, HeteroBatchNorm1d
+from ..core import DistributedBatchNorm1d
 from ..kv import DistEmbedding, SparseAdam, load_dist_tensors, save_dist_tensors
 from .config import ModelConfig
 
@@ -239,7 +239,7 @@ class HeteroClassifier(nn.Module):
             [RelGraphConv(widths[i], widths[i + 1], relations) for i in range(cfg.layers)])
         ntypes = sorted({c[0] for c in relations} | {c[2] for c in relations})
         self.replicated["norms"] = nn.ModuleList(
-            [HeteroBatchNorm1d(cfg.hidden, ntypes) for _ in range(cfg.layers - 1)]
+            [DistributedBatchNorm1d(cfg.hidden, ntypes=ntypes) for _ in range(cfg.layers - 1)]
             if cfg.batch_norm else [])
 
     def forward(self, graphs, x: dict, rows: dict | None = None) -> torch.Tensor:

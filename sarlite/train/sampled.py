@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import dgl
 
-from ..partition import HeteroPartitionData, PartitionData
+from ..partition import PartitionData
 from ..sampling import DistGraph, DistNeighborSampler, DistNodeDataLoader, node_split
 from .config import Config
 
 
-def sampled_loader(cfg: Config, data: PartitionData | HeteroPartitionData, rank: int,
-                   target: str | None = None) -> DistNodeDataLoader:
+def sampled_loader(cfg: Config, data: PartitionData, rank: int,
+                   target: str) -> DistNodeDataLoader:
     """The loader of sampled training batches for this rank, over ``data``: the
     partition the loop loaded for the full-graph evaluation (its feature rows become the
     KV store's rows, not copies; nothing is read from disk again). ``target``: the
-    labelled node type of a heterogeneous graph, whose training nodes are the seeds
-    (``{target: ids}``); ``feat`` is then prefetched for every type that has it, and
-    each fanout applies to every edge type. ``loader.g`` is the :class:`DistGraph`.
+    labelled node type, whose training nodes are the seeds (``{target: ids}`` on a
+    heterogeneous graph); ``feat`` is prefetched for every type that has it, and each
+    fanout applies to every edge type. ``loader.g`` is the :class:`DistGraph`.
 
     The run owns the process's default KV store: the graph makes a new one
     (``replace_kvstore=True``), so an earlier run in the same process over another
@@ -38,7 +38,7 @@ def sampled_loader(cfg: Config, data: PartitionData | HeteroPartitionData, rank:
     # each rank's own training nodes: the loader then samples their hop and reads their
     # labels locally (DistNodeDataLoader, "own seeds"); ranks with fewer batches get
     # empty ones, which the step handles
-    if target is None:
+    if data.is_homogeneous:
         train_nids = node_split(graph.ndata["train_mask"], book, force_even=False)
     else:
         train_nids = {target: node_split(graph.nodes[target].data["train_mask"], book,

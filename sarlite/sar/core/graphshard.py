@@ -1,10 +1,10 @@
-"""SAR's ``sar.core.graphshard`` names, on sarlite's engine."""
-from ...core import GraphShard, GraphShardManager
+"""SAR's ``sar.core.graphshard`` names, on sarlite's engine.
 
-# SAR's construct_full_graph returned a HeteroGraphShardManager even for homogeneous graphs;
-# sarlite returns a GraphShardManager, so the name stands for that class (isinstance checks
-# and annotations keep working). Heterogeneous partitions are refused when loaded
-# (NotImplementedError); they are a later issue.
-HeteroGraphShardManager = GraphShardManager
+``HeteroGraphShardManager`` is sarlite's graph of several node or edge types. As in DGL,
+a graph of one node type and one edge type is the plain :class:`GraphShardManager`, which
+SAR's ``construct_full_graph`` returns for a homogeneous partition (SAR wrapped it in a
+``HeteroGraphShardManager`` of one relation; see ``docs/from-sar.md``).
+"""
+from ...core import GraphShard, GraphShardManager, HeteroGraphShardManager
 
 __all__ = ["GraphShard", "GraphShardManager", "HeteroGraphShardManager"]

@@ -1,4 +1,9 @@
-"""Which kernels a shard's message passing runs on, and the blocks that run it.
+"""Which kernels a shard's message passing runs on, and the local blocks that run it.
+
+A *block* is DGL's: a bipartite graph of source and destination nodes. A *local block*
+is one rank's block of its own rows, run by one set of kernels; a
+:class:`~sarlite.core.distributed_block.DistributedBlock` is a block whose sources
+include other ranks' rows, which it fetches.
 
 The engine holds every shard, chunk and one-shot block as an
 :class:`~sarlite.core.kernels.EdgeIndex` (torch index tensors) and builds the object that
