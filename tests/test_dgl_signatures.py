@@ -58,7 +58,7 @@ FUNCTIONS = [(f"{where}.{name}", getattr(module, name), getattr(dgl.distributed,
                      "load_partition_feats", "node_split", "edge_split", "sample_neighbors",
                      "in_subgraph", "find_edges", "exit_client"]),
                  ("sarlite", sarlite, [
-                     "initialize", "partition_graph", "load_partition", "load_partition_book",
+                     "partition_graph", "load_partition", "load_partition_book",
                      "load_partition_feats", "node_split", "edge_split", "sample_neighbors",
                      "in_subgraph"]),
                  ("sarlite.sampling.split", split, ["node_split", "edge_split"]),

@@ -88,7 +88,8 @@ def _error(per_rank: list, key, field: str, reference: dict, whole: bool = False
     relative to the largest magnitude of the reference tensor, or with ``whole`` of the
     reference field (every node type)."""
     worst = 0.0
-    widest = max(float(v.abs().max()) for v in reference[field].values() if v.numel())
+    widest = max((float(v.abs().max()) for v in reference[field].values() if v.numel()),
+                 default=1.0)
     for name, full in reference[field].items():
         scale = widest if whole else (float(full.abs().max()) or 1.0)
         for result in per_rank:

@@ -13,7 +13,7 @@ import torch
 from harness import WorkerError, spawn
 from sarlite.data import homophilous_graph
 from sarlite.partition import partition_graph
-from sarlite.partition.files import remove_stale_temporaries
+from sarlite.partition.atomic import remove_stale_temporaries
 from sarlite.train import Config, load_config
 from sarlite.train import checkpoint
 from sarlite.train.config import ConfigError

@@ -101,11 +101,14 @@ def ring_exchange(rows: torch.Tensor, send_to: int, num_recv: int, recv_from: in
 def exchange_sizes(counts: list[int] | torch.Tensor) -> list[int]:
     """Tell every rank ``k`` the number ``counts[k]``; return what each rank told us.
 
-    Collective. ``counts`` has one entry per rank.
+    Collective. ``counts`` has one entry per rank; in a world of one (also without a
+    process group) it is returned as it is.
     """
     send = torch.as_tensor(counts, dtype=torch.int64, device=comm_device()).reshape(-1)
     if send.numel() != world_size():
         raise ValueError(f"need one count per rank ({world_size()}), got {send.numel()}")
+    if world_size() == 1:
+        return send.tolist()
     recv = torch.empty_like(send)
     guarded("exchange_sizes", lambda: dist.all_to_all_single(recv, send))
     return recv.tolist()

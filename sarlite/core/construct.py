@@ -47,8 +47,6 @@ def _in_degrees(shards, lo: int, num_owned: int) -> torch.Tensor:
     return degrees
 
 
-
-
 def _device(device) -> torch.device:
     return torch.device(device) if device is not None else torch.device("cpu")
 

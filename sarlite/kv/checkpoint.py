@@ -22,7 +22,7 @@ from typing import Mapping
 import torch
 
 from ..comm import rank, world_size
-from ..partition.files import atomic_write, write_json
+from ..partition.atomic import atomic_write, write_json
 from .dist_tensor import DistTensor
 from .protocol import agree
 

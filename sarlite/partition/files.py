@@ -33,9 +33,7 @@ from typing import Callable
 import dgl
 from dgl.data.utils import load_tensors, save_tensors
 
-# the atomic writers (partition/atomic.py), imported from here by the rest of sarlite
-from .atomic import (atomic_write, naming_full_disk, remove_stale_temporaries,  # noqa: F401
-                     write_json)
+from .atomic import atomic_write
 from .book import DEFAULT_ETYPE_STR, DEFAULT_NTYPE, RangePartitionBook
 from .integrity import (check_inner_counts, check_mode, check_rows, check_tensor_file,
                         verify_files)

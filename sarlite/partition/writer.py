@@ -12,7 +12,8 @@ import torch
 
 from .assign import AUTO, check_method, metis_assignment, metis_edge_budget, random_assignment
 from .book import DEFAULT_ETYPE, DEFAULT_ETYPE_STR, DEFAULT_NTYPE
-from .files import naming_full_disk, write_graph, write_json, write_tensors
+from .atomic import naming_full_disk, write_json
+from .files import write_graph, write_tensors
 from .integrity import FILES_KEY, file_record, verify_files
 from .layout import Layout, halo_graph, layout, narrow, relabel, sort_key
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from .. import comm
-from ..partition.files import atomic_write
+from ..partition.atomic import atomic_write
 from .config import Config, ConfigError
 from .models import replicated
 from .outputs import CURVES, METRICS, SUMMARY, on_rank0

@@ -15,7 +15,7 @@ from ..runtime import allocator, health
 from ..core import construct_full_graph, construct_mfgs, install_dgl_dispatch
 from ..runtime.resident import peak_resident_bytes, reset_peak
 from ..partition import PartitionData, load_partition_data
-from ..partition.files import remove_stale_temporaries
+from ..partition.atomic import remove_stale_temporaries
 from . import checkpoint
 from .config import Config, ConfigError
 from .models import (HeteroClassifier, OwnedEmbeddings, SampledEmbeddings, build_model,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import comm
-from ..partition.files import atomic_write, naming_full_disk
+from ..partition.atomic import atomic_write, naming_full_disk
 
 log = logging.getLogger("sarlite.train")
 

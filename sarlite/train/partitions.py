@@ -25,7 +25,8 @@ from .. import comm
 from ..runtime import health
 from ..data import load_graph, train_classes
 from ..partition import partition_graph, read_part_config
-from ..partition.files import atomic_write, check_part_files, write_json
+from ..partition.atomic import atomic_write, write_json
+from ..partition.files import check_part_files
 from .config import Config, ConfigError
 
 STAMP = "sarlite-stamp.json"
