@@ -249,6 +249,7 @@ def _attack_rank_0(rank, world):
     tdist.barrier()
     if rank == 0:
         seen["rank 1 left"] = service._byes.missing([1]) == []
+    tdist.barrier()         # rank 1 leaves (and says so, genuinely) only after rank 0 looked
     return seen
 
 

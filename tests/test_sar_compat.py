@@ -458,8 +458,8 @@ def test_patch_dgl_routes_gat_edge_softmax_and_keeps_dgl_results_on_dgl_graphs()
         sarlite.uninstall_dgl_dispatch()
 
 
-def test_hetero_graph_shard_manager_names_the_homogeneous_manager():
-    assert sar.HeteroGraphShardManager is sarlite.GraphShardManager
+def test_hetero_graph_shard_manager_is_sarlite_s_graph_of_several_types():
+    assert sar.HeteroGraphShardManager is sarlite.HeteroGraphShardManager
 
 
 # -- sampling -----------------------------------------------------------------------------
