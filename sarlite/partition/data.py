@@ -89,13 +89,17 @@ class PartitionData:
         """One node type and one edge type (named or not), as DGL decides it."""
         return len(self.type_ranges) == 1 and len(self.relations) == 1
 
+    def _per_type(self, types, value_of) -> object:
+        """``value_of(t)`` for the one type of a homogeneous graph, else ``{t: ...}``."""
+        if self.is_homogeneous:
+            return value_of(next(iter(types)))
+        return PerType({t: value_of(t) for t in types})
+
     def _by_ntype(self, value_of) -> object:
-        values = PerType({t: value_of(t) for t in self.type_ranges})
-        return next(iter(values.values())) if self.is_homogeneous else values
+        return self._per_type(self.type_ranges, value_of)
 
     def _by_etype(self, value_of) -> object:
-        values = PerType({c: value_of(c) for c in self.relations})
-        return next(iter(values.values())) if self.is_homogeneous else values
+        return self._per_type(self.relations, value_of)
 
     # -- typed accessors: the engine's one path ------------------------------------------
     def range_of(self, ntype: str) -> tuple[int, int]:

@@ -66,12 +66,12 @@ def _target(cfg: Config, data: PartitionData) -> str:
 
     Raises ``ConfigError`` when no type, or several, have labels or the split masks."""
     frames = data.node_frames
-    labelled = sorted(t for t, frame in frames.items() if "label" in frame)
     if data.is_homogeneous:
         for key in ("feat", "label", *(f"{s}_mask" for s in SPLITS)):
             if key not in frames[data.ntypes[0]]:
                 raise ConfigError(f"dataset {cfg.dataset.name!r} has no node field {key!r}")
         return data.ntypes[0]
+    labelled = sorted(t for t, frame in frames.items() if "label" in frame)
     if len(labelled) != 1:
         raise ConfigError(f"dataset {cfg.dataset.name!r} must have node field 'label' on "
                           f"exactly one node type (the one classified); it has it on "
