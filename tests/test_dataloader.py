@@ -150,8 +150,9 @@ def _own_seed_batches(rank, world, config):
     dgl.seed(rank)
     local = blocks_of(sampler.sample_blocks(g, seeds, seeds_owned=True))
     calls = []
-    counting = mock.patch.object(dataloader, "sample_neighbors", side_effect=lambda *a, **k: (
-        calls.append(1), neighbor.sample_neighbors(*a, **k))[1])
+    counting = mock.patch.object(
+        dataloader, "sample_etype_neighbors", side_effect=lambda *a, **k: (
+            calls.append(1), neighbor.sample_etype_neighbors(*a, **k))[1])
     with counting:
         loader = DistNodeDataLoader(g, own, sampler, batch_size=4)
         batches = len(list(loader))

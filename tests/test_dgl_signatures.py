@@ -56,7 +56,7 @@ FUNCTIONS = [(f"{where}.{name}", getattr(module, name), getattr(dgl.distributed,
                  ("sarlite.distributed", sd, [
                      "initialize", "partition_graph", "load_partition", "load_partition_book",
                      "load_partition_feats", "node_split", "edge_split", "sample_neighbors",
-                     "in_subgraph", "find_edges", "exit_client"]),
+                     "sample_etype_neighbors", "in_subgraph", "find_edges", "exit_client"]),
                  ("sarlite", sarlite, [
                      "partition_graph", "load_partition", "load_partition_book",
                      "load_partition_feats", "node_split", "edge_split", "sample_neighbors",

@@ -36,8 +36,6 @@ UNSUPPORTED: dict[str, str] = {
     "dgl_partition_to_graphbolt": (
         "sarlite neither writes nor reads GraphBolt partitions; its partitions are DGL's "
         "format, so dgl.distributed.dgl_partition_to_graphbolt itself converts them"),
-    "sample_etype_neighbors": (
-        "sarlite supports homogeneous graphs only (one edge type); use sample_neighbors"),
 }
 
 

@@ -49,7 +49,7 @@ from ..comm import exchange_sizes, rank, world_size
 from ..runtime import allocator
 from ..partition.book import DEFAULT_NTYPE, as_id_tensor
 from ..kv.routing import take_rows
-from .neighbor import check_fanout, owns_all, sample_neighbors, sample_owned_neighbors
+from .neighbor import check_fanout, owns_all, sample_etype_neighbors, sample_owned_neighbors
 from .prefetch import fetch_lazy_features, to_device
 
 #: Keyword arguments of torch's and DGL's loaders that have no meaning here: sampling is a
@@ -130,8 +130,8 @@ class DistNeighborSampler:
         for fanout in reversed(self.fanouts):
             frontier = (sample_owned_neighbors(g, seeds, fanout, replace=self.replace,
                                                **options) if local and not blocks else
-                        sample_neighbors(g, seeds, fanout, prob=self.prob,
-                                         replace=self.replace, **options))
+                        sample_etype_neighbors(g, seeds, fanout, prob=self.prob,
+                                               replace=self.replace, **options))
             block = dgl.to_block(frontier, seeds)
             for c_etype in block.canonical_etypes:
                 eids = block.edges[c_etype].data

@@ -38,7 +38,7 @@ from ..partition import (DEFAULT_ETYPE, DEFAULT_NTYPE, EdgePartitionPolicy,
                          NodePartitionPolicy, PartitionData,
                          RangePartitionBook, load_partition_data)
 from ..partition.book import DEFAULT_ETYPE_STR, as_id_tensor
-from .neighbor import LocalTypedGraph, sample_neighbors
+from .neighbor import LocalTypedGraph, sample_etype_neighbors
 
 CanonicalEtype = tuple[str, str, str]
 
@@ -618,8 +618,9 @@ class DistGraph:
             Global node ids (tensor, array, list), or ``{ntype: ids}`` (type-wise ids; the
             form a graph with several node types needs); may be empty.
         fanout:
-            Edges per seed, ``-1`` for all; with types also ``{etype: fanout}`` naming
-            every edge type (DGL's rule), the edges of each type picked separately.
+            Edges per seed and edge type (as DGL, which calls ``sample_etype_neighbors``
+            for a graph with several edge types), ``-1`` for all; with types also
+            ``{etype: fanout}`` naming every edge type (DGL's rule).
         edge_dir, prob, replace:
             As :func:`sarlite.sampling.sample_neighbors` (with several edge types, those
             without the ``prob`` feature are sampled uniformly, as in DGL).
@@ -647,8 +648,9 @@ class DistGraph:
         :func:`sarlite.sampling.sample_neighbors`.
         """
         del etype_sorted
-        frontier = sample_neighbors(self, seed_nodes, fanout, edge_dir=edge_dir, prob=prob,
-                                    replace=replace, exclude_edges=exclude_edges)
+        frontier = sample_etype_neighbors(self, seed_nodes, fanout, edge_dir=edge_dir,
+                                          prob=prob, replace=replace,
+                                          exclude_edges=exclude_edges)
         return frontier if output_device is None else frontier.to(output_device)
 
     def to_canonical_etype(self, etype) -> CanonicalEtype:

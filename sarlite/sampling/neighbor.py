@@ -23,7 +23,7 @@ from collections.abc import Mapping
 import dgl
 import torch
 
-from ..comm import exchange_sizes, world_size
+from ..comm import exchange_sizes, rank, world_size
 from ..kv.protocol import KVCall, validated
 from ..kv.routing import ask_owners
 from ..partition import RangePartitionBook
@@ -51,6 +51,9 @@ class LocalTypedGraph:
     owned:
         ``{ntype: (start, end)}`` homogeneous ids of this partition's nodes of the type
         (the first ``end - start`` local nodes of the type).
+    part:
+        The partition graph itself (homogeneous local ids, ``ndata[dgl.NID]`` and
+        ``edata[dgl.EID]`` global homogeneous ids), for sampling across edge types.
 
     Raises
     ------
@@ -60,6 +63,7 @@ class LocalTypedGraph:
     """
 
     def __init__(self, part: dgl.DGLGraph, book: RangePartitionBook):
+        self.part = part
         self.owned = {t: tuple(book.typed_node_ranges(t)[book.partid].tolist())
                       for t in book.ntypes}
         if book.has_named_types:
@@ -148,9 +152,10 @@ def _ntype(g, ntype) -> str:
 
 
 def _checked_seeds(g, seeds) -> torch.Tensor:
-    """The distinct seeds (ids, or ``{ntype: type-wise ids}``) as homogeneous ids,
-    ascending. Local; ``ValueError`` for plain ids on a graph with several node types,
-    an unknown type or ids out of range."""
+    """The distinct seeds (ids, or ``{ntype: type-wise ids}``) as homogeneous ids, in the
+    order given (the dict's types in its order, as DGL concatenates them; a repeated seed
+    counts once, where it first appears). Local; ``ValueError`` for plain ids on a graph
+    with several node types, an unknown type or ids out of range."""
     if not isinstance(seeds, Mapping):
         if len(g.ntypes) != 1:
             raise ValueError(f"seed_nodes: the graph has node types {g.ntypes}; give "
@@ -160,15 +165,23 @@ def _checked_seeds(g, seeds) -> torch.Tensor:
     named = book.has_named_types
     for ntype, ids in seeds.items():
         ntype = _ntype(g, ntype)
-        ids, size = torch.unique(as_id_tensor(ids)), g.num_nodes(ntype)
-        if ids.numel() and (int(ids[0]) < 0 or int(ids[-1]) >= size):
+        ids, size = as_id_tensor(ids), g.num_nodes(ntype)
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= size):
             of_type = f" of type {ntype!r}" if named else ""
             raise ValueError(f"seed node ids{of_type} must be in [0, {size}), got values "
-                             f"in [{int(ids[0])}, {int(ids[-1])}]")
+                             f"in [{int(ids.min())}, {int(ids.max())}]")
         homo.append(book.map_to_homo_nid(ids, ntype) if named else ids)
-    if len(homo) == 1:
-        return homo[0]
-    return torch.unique(torch.cat(homo)) if homo else torch.zeros(0, dtype=torch.int64)
+    return _distinct_in_order(torch.cat(homo) if homo else torch.zeros(0, dtype=torch.int64))
+
+
+def _distinct_in_order(ids: torch.Tensor) -> torch.Tensor:
+    """``ids`` without repeats, each where it first appears."""
+    distinct, inverse = torch.unique(ids, return_inverse=True)
+    if len(distinct) == len(ids):
+        return ids
+    first = torch.full((len(distinct),), len(ids), dtype=torch.int64).scatter_reduce(
+        0, inverse, torch.arange(len(ids)), "amin")
+    return distinct[torch.argsort(first)]
 
 
 def _prob_etypes(g, prob: str | None) -> list:
@@ -258,12 +271,37 @@ def _candidate_probs(g, local: LocalTypedGraph, seeds: dict, edge_dir: str, prob
     return out
 
 
+def _across_types(local: LocalTypedGraph, ids: torch.Tensor, fanout: int, edge_dir: str,
+                   replace: bool) -> torch.Tensor:
+    """``(E, 3)`` global ``(src, dst, eid)`` rows of up to ``fanout`` edges per seed of
+    any edge type, sampled on the homogeneous partition graph (DGL 2.1's
+    ``sample_neighbors`` on a graph with several edge types). Local."""
+    part, count = local.part, sum(end - start for start, end in local.owned.values())
+    nid = part.ndata[dgl.NID]
+    start = int(nid[0]) if count else 0
+    if not torch.equal(nid[:count], torch.arange(start, start + count)):
+        raise ValueError("the partition graph does not list its owned nodes first, in "
+                         "id order")
+    if not ids.numel():
+        return torch.zeros(0, 3, dtype=torch.int64)
+    frontier = dgl.sampling.sample_neighbors(part, ids - start, fanout, edge_dir=edge_dir,
+                                             replace=replace, copy_ndata=False)
+    src, dst = frontier.edges()
+    return torch.stack([nid[src], nid[dst], part.edata[dgl.EID][frontier.edata[dgl.EID]]],
+                       1)
+
+
 def _sample_owned(g, requests: list[torch.Tensor], fanout, edge_dir: str, prob: str | None,
-                  prob_etypes: list, replace: bool) -> list[torch.Tensor]:
+                  prob_etypes: list, replace: bool, per_type: bool) -> list[torch.Tensor]:
     """Answer every rank's seeds (homogeneous ids this rank owns) from the local
-    partition: ``(E_k, 3)`` global homogeneous ``(src, dst, eid)`` rows for rank ``k``.
+    partition: ``(E_k, 3)`` global homogeneous ``(src, dst, eid)`` rows for rank ``k``;
+    ``fanout`` edges of each type per seed when ``per_type``, else of all types together.
     Collective when ``prob`` is given, else local."""
     local = g.local_typed_partition
+    if not per_type and len(local.graph.canonical_etypes) > 1:
+        rows = _across_types(local, torch.unique(torch.cat(requests)), fanout, edge_dir,
+                             replace)
+        return _answers(g.get_partition_book(), rows, requests, edge_dir)
     seeds = local.local_seeds(torch.unique(torch.cat(requests)))
     with local.graph.local_scope():
         if prob is not None:
@@ -282,16 +320,28 @@ def _sample_owned(g, requests: list[torch.Tensor], fanout, edge_dir: str, prob: 
 
 def _answers(book: RangePartitionBook, rows: torch.Tensor, requests: list[torch.Tensor],
              edge_dir: str) -> list[torch.Tensor]:
-    """The ``rows`` whose seed end each rank asked for, in ``rows``' order. Local."""
+    """The ``rows`` whose seed end each rank asked for, grouped by seed in the order that
+    rank listed its seeds (as DGL's per-row sampler returns them), each seed's edges in
+    ``rows``' order. Local."""
     lo, hi = (int(v) for v in book.node_ranges[book.partid])
     seed_end = (rows[:, 1] if edge_dir == "in" else rows[:, 0]) - lo
-    asked_by = torch.zeros(hi - lo, dtype=torch.bool)
+    position = torch.full((hi - lo,), -1, dtype=torch.int64)
     answers = []
     for asked in requests:
-        asked_by[asked - lo] = True
-        answers.append(rows[asked_by[seed_end]])
-        asked_by[asked - lo] = False
+        position[asked - lo] = torch.arange(len(asked))
+        where = position[seed_end]
+        mine = torch.nonzero(where >= 0).squeeze(1)
+        order = torch.sort(where[mine], stable=True).indices
+        answers.append(rows[mine[order]])
+        position[asked - lo] = -1
     return answers
+
+
+def _dgl_order(answers: list[torch.Tensor]) -> torch.Tensor:
+    """The owners' answers joined as DGL's ``_distributed_access`` merges them: this
+    rank's own partition first, then the others by rank."""
+    me = rank()
+    return torch.cat([answers[me], *(a for k, a in enumerate(answers) if k != me)])
 
 
 # -- the frontier ----------------------------------------------------------------------------
@@ -330,15 +380,21 @@ def _typed_frontier(g, rows: torch.Tensor) -> dgl.DGLGraph:
 
 # -- entry points ----------------------------------------------------------------------------
 def _gather_edges(g, seeds, fanout, edge_dir: str, prob: str | None, replace: bool,
-                  call: KVCall, exclude_edges=None) -> dgl.DGLGraph:
+                  call: KVCall, exclude_edges=None, per_type: bool = True) -> dgl.DGLGraph:
     """Check, send the seeds to their owners, sample there, build the frontier.
     Collective."""
-    ids, fanouts, prob_etypes, excluded = validated(call, lambda: _checked_args(
-        g, seeds, fanout, edge_dir, prob, exclude_edges))
+    def checked():
+        if not per_type and prob is not None and len(g.canonical_etypes) > 1:
+            raise ValueError("sample_neighbors with prob on a graph of several edge types "
+                             "(DGL 2.1 has no such sampling): use sample_etype_neighbors, "
+                             "which samples each edge type with its own prob values")
+        return _checked_args(g, seeds, fanout, edge_dir, prob, exclude_edges)
+    ids, fanouts, prob_etypes, excluded = validated(call, checked)
+    per_type = per_type or isinstance(fanouts, Mapping)
     owners = g.get_partition_book().nid2partid(ids)
     answers = ask_owners(ids, owners, lambda requests: _sample_owned(
-        g, requests, fanouts, edge_dir, prob, prob_etypes, replace), call)
-    return _frontier(g, torch.cat(answers), excluded)
+        g, requests, fanouts, edge_dir, prob, prob_etypes, replace, per_type), call)
+    return _frontier(g, _dgl_order(answers), excluded)
 
 
 def owns_all(g, ids: torch.Tensor) -> bool:
@@ -369,7 +425,7 @@ def sample_owned_neighbors(g, nodes, fanout, edge_dir: str = "in",
     if not owns_all(g, ids):
         raise ValueError("sample_owned_neighbors: some seeds belong to another rank; use "
                          "sample_neighbors (a collective) for them")
-    rows, = _sample_owned(g, [ids], fanouts, edge_dir, None, [], replace)
+    rows, = _sample_owned(g, [ids], fanouts, edge_dir, None, [], replace, per_type=True)
     return _frontier(g, rows, excluded)
 
 
@@ -390,15 +446,19 @@ def sample_neighbors(g, nodes, fanout, edge_dir: str = "in", prob: str | None = 
         sampled once); may be empty. With named types the ids are type-wise, and a graph
         with several node types needs the dict.
     fanout:
-        Edges to pick per seed and edge type; ``-1`` picks all of them. An int for every
-        edge type, or ``{etype: fanout}`` naming every edge type (0 picks none of one).
+        Edges to pick per seed; ``-1`` picks all of them. An int: as DGL 2.1, on a graph
+        with several edge types the seed's edges of all types are one pool to pick from
+        (:func:`sample_etype_neighbors` picks per type, as ``DistGraph.sample_neighbors``
+        and the loaders do). ``{etype: fanout}`` naming every edge type (0 picks none of
+        one): per type (sarlite's; DGL's function takes an int only).
     edge_dir:
         ``"in"``: edges into the seeds; ``"out"``: edges out of them.
     prob:
         Name of an edge feature with one non-negative (or boolean) value per edge: the
         unnormalised chance of picking the edge; 0 never picks it. With several edge
-        types (as in DGL), the types without that feature are sampled uniformly; at
-        least one must have it.
+        types, only per type (a fanout dict, or :func:`sample_etype_neighbors`): the
+        types without that feature are sampled uniformly (as in DGL); at least one must
+        have it.
     replace:
         Sample with replacement (then every seed with a candidate gets ``fanout`` edges).
     use_graphbolt:
@@ -422,8 +482,11 @@ def sample_neighbors(g, nodes, fanout, edge_dir: str = "in", prob: str | None = 
         every node type (``g.num_nodes(ntype)`` nodes each) but only the edge types that
         hold a sampled edge (after ``exclude_edges``), or every edge type when none does;
         ids type-wise. Without replacement a seed gets ``min(fanout, degree)`` distinct
-        edges of each type (fewer when some are excluded); a seed without candidates gets
-        none.
+        edges (of each type, when sampled per type; fewer when some are excluded); a
+        seed without candidates gets none. Each seed's edges come together, the seeds in
+        the order given (the ``nodes`` dict's types in its order), as DGL's: first the
+        seeds this rank owns, then those of each other rank by rank. The order of one
+        seed's edges is the sampler's (random in DGL too).
 
     Collective and blocking: every rank must call it, in the same order and with the same
     ``fanout``, ``edge_dir``, ``prob`` and ``replace``, also with no seeds (two row
@@ -445,6 +508,25 @@ def sample_neighbors(g, nodes, fanout, edge_dir: str = "in", prob: str | None = 
         check runs before any data moves), or when a rank died.
     """
     call = KVCall(f"sample_neighbors(fanout={fanout!r}, edge_dir={edge_dir!r}, "
+                  f"prob={prob!r}, replace={replace!r})", "sample_neighbors")
+    return _gather_edges(g, nodes, fanout, edge_dir, prob, replace, call, exclude_edges,
+                         per_type=False)
+
+
+def sample_etype_neighbors(g, nodes, fanout, edge_dir: str = "in", prob: str | None = None,
+                           replace: bool = False, etype_sorted: bool = True,
+                           use_graphbolt: bool = False, *,
+                           exclude_edges=None) -> dgl.DGLGraph:
+    """Sample up to ``fanout`` in- (or out-) edges **of each edge type** of every seed, as
+    ``dgl.distributed.sample_etype_neighbors`` (DGL 2.1's parameters, in its order).
+
+    ``fanout`` is an int for every edge type or ``{etype: fanout}`` naming every edge
+    type; ``etype_sorted`` is ignored (each type is sampled on its own) and so is
+    ``use_graphbolt``. Everything else, the result and the errors are those of
+    :func:`sample_neighbors`. Collective and blocking, as :func:`sample_neighbors`.
+    """
+    del etype_sorted, use_graphbolt
+    call = KVCall(f"sample_etype_neighbors(fanout={fanout!r}, edge_dir={edge_dir!r}, "
                   f"prob={prob!r}, replace={replace!r})", "sample_neighbors")
     return _gather_edges(g, nodes, fanout, edge_dir, prob, replace, call, exclude_edges)
 
