@@ -117,6 +117,69 @@ def _train(args: argparse.Namespace) -> int:
     return launch(spec, worker_args, interface)
 
 
+#: DGL tools/launch.py options that mean nothing without servers, samplers or ssh
+_DGL_IGNORED = ("num_samplers", "num_servers", "num_server_threads", "part_config",
+                "ip_config", "graph_format", "ssh_port", "ssh_username")
+
+
+def _script_command(words: list[str]) -> list[str]:
+    """The script and its arguments from ``sarlite run``'s positional words: ``script.py
+    ARGS``, ``-m module ARGS``, or DGL launch.py's one quoted ``"python3 script.py ARGS"``
+    (also unquoted), whose interpreter and its flags are dropped (the workers run this
+    Python)."""
+    import shlex
+    if len(words) == 1 and " " in words[0].strip():
+        words = shlex.split(words[0])
+    if words and os.path.basename(words[0]).startswith("python"):
+        words = words[1:]
+        while words and words[0].startswith("-") and words[0] != "-m":
+            words = words[1:]                 # -u, -O, -B ...
+    return words
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .dropin import check_target
+    from .launch import LaunchSpec, launch
+    if args.num_trainers is not None and args.nproc is not None \
+            and args.num_trainers != args.nproc:
+        raise ValueError(f"--nproc {args.nproc} and DGL's --num_trainers "
+                         f"{args.num_trainers} disagree; give one")
+    nproc = args.nproc or args.num_trainers or 2
+    if args.master_port is None:
+        args.master_port = 29500 if args.nnodes > 1 else 0
+    spec = LaunchSpec(nproc=nproc, nnodes=args.nnodes, node_rank=args.node_rank,
+                      master_addr=args.master_addr, master_port=args.master_port)
+    extra_envs, script = list(args.extra_envs), list(args.script)
+    while extra_envs and "=" not in extra_envs[-1]:     # --extra_envs A=1 "python3 x.py"
+        script.insert(0, extra_envs.pop())
+    command = _script_command(script)
+    if args.workspace:
+        if not os.path.isdir(args.workspace):
+            raise ValueError(f"--workspace {args.workspace!r} is not a directory")
+        os.chdir(args.workspace)      # as DGL's launcher: the workers start there
+    problem = check_target(command)
+    if problem:
+        raise ValueError(problem)
+    env = dict(os.environ)
+    for pair in extra_envs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--extra_envs takes NAME=VALUE pairs, got {pair!r}")
+        env[name] = value
+    if args.num_omp_threads is not None:
+        env["OMP_NUM_THREADS"] = str(args.num_omp_threads)
+    _worker_settings(sampled=True)           # a malformed SARLITE_* variable fails here
+    ignored = [f"--{name}" for name in _DGL_IGNORED if getattr(args, name) is not None]
+    note = f" (ignored, no servers or samplers: {', '.join(ignored)})" if ignored else ""
+    print(f"launching {spec.nproc} workers: python -m sarlite.run {' '.join(command)}"
+          f"{note}", flush=True)
+    interface = None
+    if spec.nnodes > 1:
+        from .runtime.launchenv import route_interface
+        interface = route_interface(spec.master_addr)
+    return launch(spec, command, interface, module="sarlite.run", env=env)
+
+
 def _worker_settings(sampled: bool):
     """The settings ``sarlite.init`` will take from this environment in ``sarlite
     train``'s workers (:mod:`sarlite.runtime.settings`); the allocator's default is the
@@ -203,24 +266,65 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--nproc", type=int, default=2,
                        help="workers on this machine (default 2); partitions = workers on "
                             "all machines")
-    hosts = train.add_argument_group(
+    _add_hosts(train)
+    train.add_argument("--set", nargs="+", action="extend", default=[], metavar="SECTION.KEY=VALUE",
+                       help="override config fields, e.g. --set model.hidden=128")
+    train.set_defaults(run=_train)
+    _add_run_parser(commands)
+    return parser
+
+
+def _add_hosts(parser: argparse.ArgumentParser) -> None:
+    hosts = parser.add_argument_group(
         "several machines", "run the same command on every machine; only --node-rank "
         "differs. The network interface that routes to --master-addr is used unless "
         "GLOO_SOCKET_IFNAME is set")
     hosts.add_argument("--nnodes", type=int, default=1, help="number of machines (default 1)")
     hosts.add_argument("--node-rank", type=int, default=0,
                        help="this machine's index in [0, nnodes) (default 0); node 0 hosts "
-                            "rank 0, the rendezvous and the outputs")
+                            "rank 0 and the rendezvous (and sarlite train's outputs)")
     hosts.add_argument("--master-addr", default="127.0.0.1",
                        help="address of node 0, reachable from every machine (default "
                             "127.0.0.1)")
     hosts.add_argument("--master-port", type=int, default=None,
                        help="free TCP port on node 0 (default: any free port with one "
                             "machine, 29500 with several)")
-    train.add_argument("--set", nargs="+", action="extend", default=[], metavar="SECTION.KEY=VALUE",
-                       help="override config fields, e.g. --set model.hidden=128")
-    train.set_defaults(run=_train)
-    return parser
+
+
+def _add_run_parser(commands) -> None:
+    run = commands.add_parser(
+        "run", help="run an unmodified DGL distributed training script on N workers",
+        usage="sarlite run [--nproc N] [options] SCRIPT [ARGS...]",
+        description="Run a DGL distributed training script (written for DGL's "
+                    "tools/launch.py) with no edit: in each worker, every import of "
+                    "dgl.distributed (and dgl.dataloading's distributed loaders), in the "
+                    "script and the modules it imports, is sarlite's; the rest of dgl is "
+                    "DGL's own. The same as 'torchrun --nproc_per_node N -m sarlite.run "
+                    "SCRIPT ARGS'. Partition into as many parts as there are workers "
+                    "(sarlite partition, sarlite.partition_graph or DGL's partition_graph). "
+                    "Options go before SCRIPT; everything after it is the script's.",
+        epilog="DGL's launcher form also works: sarlite run --num_trainers 2 --ip_config "
+               "ip_config.txt --part_config data/g.json \"python3 train_dist.py "
+               "--graph_name g ...\"")
+    run.add_argument("--nproc", type=int, default=None,
+                     help="workers on this machine (default 2, or DGL's --num_trainers); "
+                          "one partition per worker on all machines")
+    _add_hosts(run)
+    dgl = run.add_argument_group(
+        "DGL launch.py options", "accepted so that DGL's launch lines work: --num_trainers "
+        "is --nproc, --workspace is the workers' working directory, --num_omp_threads "
+        "sets OMP_NUM_THREADS, --extra_envs adds NAME=VALUE variables; the others "
+        "(servers, samplers, ssh, --ip_config, --part_config, --graph_format) mean "
+        "nothing here and are ignored (the script reads its own --part_config)")
+    dgl.add_argument("--num_trainers", type=int, default=None, help=argparse.SUPPRESS)
+    dgl.add_argument("--workspace", default=None, help=argparse.SUPPRESS)
+    dgl.add_argument("--num_omp_threads", type=int, default=None, help=argparse.SUPPRESS)
+    dgl.add_argument("--extra_envs", nargs="+", default=[], help=argparse.SUPPRESS)
+    for name in _DGL_IGNORED:
+        dgl.add_argument(f"--{name}", default=None, help=argparse.SUPPRESS)
+    run.add_argument("script", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]",
+                     help="the script (or -m module) and its arguments")
+    run.set_defaults(run=_run)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,5 @@
-"""``sarlite train``'s launcher: start this host's workers, watch them, stop them together.
+"""The launcher of ``sarlite train`` and ``sarlite run``: start this host's workers, watch
+them, stop them together.
 
 What torchrun's static rendezvous does, for one run with no restarts, plus what a
 training command owes its user:
@@ -197,18 +198,18 @@ def _raise_stopped(signum, frame):
 
 
 def _killed(spec: LaunchSpec, port: int, key: bytes | None, rank: int, pid: int,
-            code: int) -> None:
+            code: int, prog: str) -> None:
     """Report a worker killed by a signal as the run's failure (its peers then leave
     quietly; only with the run's ``key``); print it if it is the first."""
     from .runtime import health
     message = f"worker rank {rank} (pid {pid}) was killed by {_signal_name(code)}"
     if health.record_at(spec.master_addr, port, health.Failure(rank, 128 - code, message),
                         key, spec.world_size):
-        print(f"sarlite train: {message}", file=sys.stderr, flush=True)
+        print(f"{prog}: {message}", file=sys.stderr, flush=True)
 
 
 def _watch(spec: LaunchSpec, port: int, key: bytes | None,
-           procs: list[subprocess.Popen]) -> int:
+           procs: list[subprocess.Popen], prog: str) -> int:
     """Wait for the workers; the run's exit status."""
     first_rank = spec.node_rank * spec.nproc
     failed_at, status = None, 0
@@ -218,7 +219,8 @@ def _watch(spec: LaunchSpec, port: int, key: bytes | None,
             if code not in (None, 0) and status == 0:
                 status, failed_at = (code if code > 0 else 128 - code), time.monotonic()
                 if code < 0:
-                    _killed(spec, port, key, first_rank + local, procs[local].pid, code)
+                    _killed(spec, port, key, first_rank + local, procs[local].pid, code,
+                            prog)
         if all(c is not None for c in codes):
             return status
         if failed_at is not None and time.monotonic() - failed_at > GRACE:
@@ -226,13 +228,18 @@ def _watch(spec: LaunchSpec, port: int, key: bytes | None,
         time.sleep(_POLL)
 
 
-def launch(spec: LaunchSpec, args: list[str], interface: str | None = None) -> int:
-    """Run ``python -m sarlite.train *args`` on this host's ``spec.nproc`` workers until
-    they end; returns the exit status (0: every worker succeeded).
+def launch(spec: LaunchSpec, args: list[str], interface: str | None = None,
+           module: str = "sarlite.train", env: dict | None = None) -> int:
+    """Run ``python -m <module> *args`` (``sarlite.train`` or ``sarlite.run``) on this
+    host's ``spec.nproc`` workers until they end; returns the exit status (0: every
+    worker succeeded). ``env`` (default: this process's environment) is the workers'
+    environment before torchrun's variables are added.
 
     Blocking. Call it from the main thread (it handles SIGINT, SIGTERM and SIGHUP).
     """
-    key = run_key(spec, os.environ)
+    prog = f"sarlite {module.rsplit('.', 1)[-1]}"
+    base = dict(os.environ if env is None else env)
+    key = run_key(spec, base)
     store = _host_store(spec)
     port = store.port if store is not None else spec.master_port
     if interface is None and spec.nnodes == 1:
@@ -243,12 +250,12 @@ def launch(spec: LaunchSpec, args: list[str], interface: str | None = None) -> i
     try:
         for local in range(spec.nproc):
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "sarlite.train", *args],
-                env=worker_env(spec, local, port, dict(os.environ), interface, key),
+                [sys.executable, "-m", module, *args],
+                env=worker_env(spec, local, port, dict(base), interface, key),
                 start_new_session=True, preexec_fn=_die_with_launcher(os.getpid())))
-        return _watch(spec, port, key, procs)
+        return _watch(spec, port, key, procs, prog)
     except _Stopped as stop:
-        print(f"sarlite train: stopped by {signal.Signals(stop.signum).name}; stopping the "
+        print(f"{prog}: stopped by {signal.Signals(stop.signum).name}; stopping the "
               f"workers", file=sys.stderr, flush=True)
         return 128 + stop.signum
     finally:

@@ -18,10 +18,12 @@ from ..partition import (DEFAULT_ETYPE, DEFAULT_NTYPE, EdgePartitionPolicy,
                          load_partition_book, load_partition_feats, partition_graph)
 from ..partition.book import PartitionPolicy
 from ..sampling import (DistDataLoader, DistEdgeDataLoader, DistNodeDataLoader,
-                        in_subgraph, is_empty_batch, mean_loss, sample_neighbors)
+                        in_subgraph, is_empty_batch, mean_loss, sample_etype_neighbors,
+                        sample_neighbors)
 from . import nn, optim
 from .context import MAX_QUEUE_SIZE, ensure_process_group, exit_client, initialize
 from .graph import DistGraph, edge_split, find_edges, node_split
+from .mixing import MixedDGLError
 from .unsupported import UNSUPPORTED, UnsupportedError, unsupported
 
 #: DGL's abstract partition book; sarlite's one kind of book is the range book
@@ -30,11 +32,12 @@ GraphPartitionBook = RangePartitionBook
 __all__ = ["DEFAULT_ETYPE", "DEFAULT_NTYPE", "DistDataLoader", "DistEdgeDataLoader",
            "DistEmbedding", "DistGraph", "DistNodeDataLoader", "DistTensor",
            "EdgePartitionPolicy", "GraphPartitionBook", "MAX_QUEUE_SIZE",
-           "NodePartitionPolicy", "PartitionPolicy", "RangePartitionBook", "UNSUPPORTED",
+           "MixedDGLError", "NodePartitionPolicy", "PartitionPolicy", "RangePartitionBook", "UNSUPPORTED",
            "UnsupportedError", "edge_split", "ensure_process_group", "exit_client",
            "find_edges", "in_subgraph", "initialize", "is_empty_batch", "load_partition",
            "load_partition_book", "load_partition_feats", "mean_loss", "nn", "node_split",
-           "optim", "partition_graph", "sample_neighbors"]
+           "optim", "partition_graph", "sample_etype_neighbors",
+           "sample_neighbors"]
 
 
 def __getattr__(name: str):

@@ -20,6 +20,7 @@ import torch.distributed as dist
 from ..comm import init
 from ..runtime import allocator
 from ..runtime.launchenv import launcher_present, read_launch_env
+from .mixing import check_script_imports
 
 MAX_QUEUE_SIZE = 20 * 1024 * 1024 * 1024   # DGL's default client queue size (ignored)
 
@@ -68,12 +69,16 @@ def initialize(ip_config: str | None = None, max_queue_size: int = MAX_QUEUE_SIZ
 
     Raises
     ------
+    MixedDGLError
+        The script, or a module beside it, binds DGL's own ``dgl.distributed`` objects
+        (see :mod:`sarlite.distributed.mixing`); the message names the line to change.
     RuntimeError
         A launcher's rank variable is set but its world size is not, or ``MASTER_ADDR``
         is missing in a world of several ranks.
     ValueError
         A launcher variable is malformed.
     """
+    check_script_imports()
     _options.clear()
     _options.update(backend=backend, timeout=timeout, device=device)
     if dist.is_initialized():
@@ -95,9 +100,12 @@ def ensure_process_group() -> tuple[int, int]:
 
     Raises
     ------
+    MixedDGLError
+        As :func:`initialize`.
     RuntimeError, ValueError, CollectiveError
         As :func:`sarlite.init`.
     """
+    check_script_imports()
     if dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     if not launcher_present(os.environ):

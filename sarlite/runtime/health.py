@@ -338,6 +338,12 @@ def _null():
     yield
 
 
+def monitoring() -> bool:
+    """Whether this process runs a health monitor (it joined through
+    :func:`sarlite.init`). Local."""
+    return _monitor is not None
+
+
 def report_failure(message: str, code: int, rank: int) -> bool:
     """Record ``message`` as this rank's failure; ``True`` when it is the run's first (the
     caller then prints it) or when no monitor or store can tell. Local; does not block
