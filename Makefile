@@ -18,7 +18,8 @@ STAMP  := $(VENV)/.installed-$(shell cat $(LOCK) pyproject.toml 2>/dev/null | sh
 OLDEST_TESTS := tests/test_exactness.py tests/test_hetero_exactness.py \
                 tests/test_torch_kernels.py tests/test_partition_interop.py \
                 tests/test_stack.py tests/test_demo.py \
-                tests/test_hostile_service.py tests/test_hostile_store.py
+                tests/test_hostile_service.py tests/test_hostile_store.py \
+                tests/test_ogb_reddit_loaders.py
 
 export DGLBACKEND := pytorch
 export OMP_NUM_THREADS ?= 1

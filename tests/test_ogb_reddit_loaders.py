@@ -2,12 +2,15 @@
 
 Each fixture is written by ``tests/ogb_layout.py`` into a temporary folder: the same
 files OGB's readers and DGL's ``RedditDataset`` read. Loaded graphs must equal what was
-written (counts, features, labels, splits, edges after the documented clean-up).
+written (counts, features, labels, splits, edges after the documented clean-up), what
+OGB's own reader returned for the same files (recorded in ``tests/reference/``, and
+compared live where ``ogb`` is importable) and what DGL's ``RedditDataset`` reads.
 """
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,26 +18,22 @@ import pytest
 import torch
 
 import ogb_layout as layout
+from reference import ogb_reference as ogb_ref
 from sarlite import cli
 from sarlite.data import load_graph, read_ogbn_mag
 from sarlite.data.edges import graph_from_keys
+from sarlite.data.ogb import MAG, OGBN
 from sarlite.data.reading import npz_array
 from sarlite.data.synthetic_hetero import REVERSE
 
-N, F, C, E = 60, 6, 5, 400
+N, F, C, E = layout.N, layout.F, layout.C, layout.E
 MASKS = ("train_mask", "val_mask", "test_mask")
-
-
-def _node_data(seed=1):
-    return layout.random_node_data(N, F, C, seed=seed)
-
-
-def _stored_edges(seed=2) -> np.ndarray:
-    """Directed edges with duplicates, reverse pairs and self-loops, as raw files have."""
-    rng = np.random.default_rng(seed)
-    edges = rng.integers(0, N, (E, 2))
-    edges[:5, 1] = edges[:5, 0]                                   # self-loops
-    return np.concatenate([edges, edges[:20], edges[20:30, ::-1]])  # duplicates, reverses
+_node_data = layout.fixture_node_data
+_stored_edges = layout.fixture_stored_edges
+_papers_labels = layout.fixture_papers_labels
+_node_types = layout.fixture_node_types
+_mag_edges = layout.fixture_mag_edges
+_MAG_NODES, _MAG_RELATIONS = layout.MAG_NODES, layout.MAG_RELATIONS
 
 
 def _edge_set(src, dst) -> set:
@@ -55,46 +54,7 @@ def _graph_edges(g) -> set:
 @pytest.fixture(scope="module")
 def root(tmp_path_factory) -> Path:
     """One folder holding every layout (plus DGL-cache and nested Reddit copies)."""
-    out = tmp_path_factory.mktemp("datasets")
-    feat, label, splits = _node_data()
-    edges = _stored_edges()
-    layout.write_ogbn_csv(out / "ogbn_arxiv", edges, feat, label, splits, "time")
-    layout.write_ogbn_csv(out / "ogbn_products", edges, feat, label, splits,
-                          "sales_ranking")
-    layout.write_ogbn_binary(out / "ogbn_papers100M", edges, feat, _papers_labels(label),
-                             splits)
-    layout.write_reddit(out / "reddit", feat, label, _node_types(), edges[:, 0], edges[:, 1])
-    _write_mag(out / "ogbn_mag")
-    return out
-
-
-def _papers_labels(label: np.ndarray) -> np.ndarray:
-    values = label.astype(np.float32)
-    values[::4] = np.nan                      # unlabelled nodes, as in papers100M
-    return values
-
-
-def _node_types() -> np.ndarray:
-    return np.random.default_rng(3).integers(1, 4, N)
-
-
-_MAG_NODES = {"author": 30, "field_of_study": 7, "institution": 4, "paper": N}
-_MAG_RELATIONS = [("author", "affiliated_with", "institution"),
-                  ("author", "writes", "paper"), ("paper", "cites", "paper"),
-                  ("paper", "has_topic", "field_of_study")]
-
-
-def _mag_edges() -> dict:
-    rng = np.random.default_rng(4)
-    return {(s, r, d): np.stack([rng.integers(0, _MAG_NODES[s], 40),
-                                 rng.integers(0, _MAG_NODES[d], 40)], 1)
-            for s, r, d in _MAG_RELATIONS}
-
-
-def _write_mag(folder: Path) -> None:
-    feat, label, splits = _node_data()
-    layout.write_ogbn_mag(folder, _MAG_NODES, _mag_edges(), feat,
-                          np.arange(N) % 10 + 2010, label, splits)
+    return layout.write_fixtures(tmp_path_factory.mktemp("datasets"))
 
 
 def _copy(root: Path, name: str, tmp_path: Path) -> Path:
@@ -402,49 +362,145 @@ def test_sarlite_partition_on_an_ogbn_arxiv_folder_writes_a_valid_dgl_partition(
     assert total == N
 
 
-# ------------------------------------------------------------------ against OGB's readers
+# ------------------------------------------------------------------ against OGB's reader
 
-@pytest.fixture()
-def ogb_raw(monkeypatch):
-    """OGB's raw readers, where ``ogb`` is importable; these tests skip otherwise.
-
-    ``ogb`` is not a dependency, not even for tests: once installed, ``import dgl`` imports
-    it (``dgl.data.lrgb``) and it starts a network version check in every process. Run
-    these tests with it on the side:
-    ``pip install --no-deps --target /tmp/ogbside ogb==1.3.6 six`` and
-    ``PYTHONPATH=/tmp/ogbside pytest tests/test_ogb_reddit_loaders.py -k ogb``.
-    """
-    monkeypatch.setitem(sys.modules, "outdated", None)    # no version-check thread
-    return pytest.importorskip("ogb.io.read_graph_raw", reason="ogb is not installed (a "
-                               "side check; see the ogb_raw fixture)")
+RECORDED = ogb_ref.load_record()
+_HAVE_OGB = importlib.util.find_spec("ogb") is not None
 
 
-def test_csv_fixture_reads_the_same_with_ogbs_own_reader(root, ogb_raw):
-    ref = ogb_raw.read_csv_graph_raw(str(root / "ogbn_products" / "raw"),
-                                     add_inverse_edge=True)[0]
-    g = load_graph("ogbn-products", root)
-    assert ref["num_nodes"] == g.num_nodes()
-    assert np.array_equal(ref["node_feat"], g.ndata["feat"].numpy())
-    assert _expected(ref["edge_index"].T, symmetric=False) == _graph_edges(g)
+def _stack(g, etype=None) -> np.ndarray:
+    return torch.stack(g.edges(etype=etype)).numpy()
 
 
-def test_binary_fixture_reads_the_same_with_ogbs_own_reader(root, ogb_raw):
-    ref = ogb_raw.read_binary_graph_raw(str(root / "ogbn_papers100M" / "raw"))[0]
-    g = load_graph("ogbn-papers100M", root, reverse_edges=False)
-    assert ref["num_nodes"] == g.num_nodes()
-    assert np.array_equal(ref["node_feat"], g.ndata["feat"].numpy())
-    assert _expected(ref["edge_index"].T, symmetric=False) == _graph_edges(g)
+def _sarlite_views(name: str, root: Path) -> dict[str, np.ndarray]:
+    """sarlite's arrays under the names of ``ogb_reference.views``: each the counterpart
+    of one form of what OGB's reader returns."""
+    if name == "ogbn-mag":
+        raw, g = read_ogbn_mag(root), load_graph("ogbn-mag", root)
+        out = {}
+        for triplet in raw.canonical_etypes:
+            out[f"edges/{'___'.join(triplet)}"] = _stack(raw, triplet)
+            out[f"edges_simple/{'___'.join(triplet)}"] = _stack(g, triplet)
+        for ntype in raw.ntypes:
+            out.update({f"{key}/{ntype}": value.numpy()
+                        for key, value in raw.nodes[ntype].data.items()})
+        return out
+    g = load_graph(name, root)
+    out = {key: g.ndata[key].numpy() for key in ("feat", "label", *MASKS)}
+    if OGBN[name.lower()].directed:      # reverses added by sarlite by default, not by OGB
+        out["edges_with_reverse"] = _stack(g)
+        out["edges"] = _stack(load_graph(name, root, reverse_edges=False))
+    else:                                # OGB adds the inverse of each edge itself
+        out["edges"] = out["edges_with_reverse"] = _stack(g)
+    return out
 
 
-def test_heterograph_fixture_reads_the_same_with_ogbs_own_reader(root, ogb_raw):
-    raw = str(root / "ogbn_mag" / "raw")
-    ref = ogb_raw.read_csv_heterograph_raw(raw, additional_node_files=["node_year"],
-                                           additional_edge_files=["edge_reltype"])[0]
-    labels = ogb_raw.read_node_label_hetero(raw)
-    g = read_ogbn_mag(root)
-    assert ref["num_nodes_dict"] == {t: g.num_nodes(t) for t in g.ntypes}
-    for triplet, index in ref["edge_index_dict"].items():
-        assert np.array_equal(index, torch.stack(g.edges(etype=triplet)).numpy())
-    assert np.array_equal(ref["node_feat_dict"]["paper"], g.nodes["paper"].data["feat"])
-    assert np.array_equal(labels["paper"][:, 0], g.nodes["paper"].data["label"].numpy())
+def _num_nodes(name: str, root: Path):
+    if name == "ogbn-mag":
+        g = read_ogbn_mag(root)
+        return {t: g.num_nodes(t) for t in g.ntypes}
+    return load_graph(name, root).num_nodes()
 
+
+def test_fixture_builders_make_the_fixture_ogbs_reader_was_run_on():
+    """Else ``tests/reference/record_ogb.py`` must be run again (see its docstring)."""
+    assert ogb_ref.fixture_digests() == RECORDED["fixture"]
+
+
+@pytest.mark.parametrize("name", ogb_ref.DATASETS)
+def test_sarlite_reads_what_ogbs_reader_returned_for_the_same_files(root, name):
+    recorded = RECORDED["datasets"][name]
+    got = _sarlite_views(name, root)
+    assert sorted(got) == sorted(recorded["views"])       # every form has its counterpart
+    differ = {key: (ogb_ref.digest(value), recorded["views"][key])
+              for key, value in got.items() if ogb_ref.digest(value) != recorded["views"][key]}
+    assert not differ
+    assert _num_nodes(name, root) == recorded["num_nodes"]
+
+
+@pytest.mark.parametrize("name", ogb_ref.DATASETS)
+def test_sarlite_dataset_specs_are_ogbs_master_csv(name):
+    spec = MAG if name == "ogbn-mag" else OGBN[name.lower()]
+    meta = RECORDED["datasets"][name]["meta"]
+    assert spec.folder == name.replace("-", "_")        # OGB's dir_name, case kept
+    assert spec.version == int(meta["version"]) and spec.split == meta["split"]
+    assert spec.binary == (meta["binary"] == "True")
+    assert spec.num_classes == int(meta["num classes"])
+    assert spec.directed == (meta["add_inverse_edge"] == "False")
+
+
+@pytest.fixture(scope="module")
+def ogb_live(root):
+    """OGB's reader run now on the fixtures, where ``ogb`` can be imported (it is no
+    dependency: ``tests/reference/record_ogb.py`` says how to run these with it)."""
+    if not _HAVE_OGB:
+        pytest.skip("ogb is not installed: compared with its recorded output only "
+                    "(tests/reference/record_ogb.py says how to run this live)")
+    return ogb_ref.read_with_ogb(root)
+
+
+@pytest.mark.parametrize("name", ogb_ref.DATASETS)
+def test_sarlite_reads_what_ogbs_reader_returns_now(root, ogb_live, name):
+    live, recorded = ogb_live[name], RECORDED["datasets"][name]
+    assert live["meta"] == recorded["meta"] and live["num_nodes"] == recorded["num_nodes"]
+    assert {k: ogb_ref.digest(v) for k, v in live["ogb"].items()} == recorded["ogb"]
+    expected = ogb_ref.views(name, live["ogb"], live["num_nodes"])
+    got = _sarlite_views(name, root)
+    assert sorted(got) == sorted(expected)
+    for key, value in got.items():
+        assert value.dtype == expected[key].dtype and value.shape == expected[key].shape, key
+        assert np.array_equal(value, expected[key]), key
+
+
+# ------------------------------------------------------------------ against DGL's Reddit
+
+def _dgl_reddit(folder: Path, monkeypatch):
+    """``dgl.data.RedditDataset`` reading the two files in ``folder`` (a copy: DGL writes
+    its processed graph beside them), never downloading."""
+    import dgl.data.dgl_dataset
+    from dgl.data import RedditDataset
+    from dgl.data.utils import _get_dgl_url
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"DGL tried to download ({args[:1]})")
+    monkeypatch.setattr(dgl.data.dgl_dataset, "download", refuse)
+    monkeypatch.setattr("socket.socket.connect", refuse)
+    url = str(_get_dgl_url("dataset/reddit.zip"))
+    raw_path = folder / f"reddit_{hashlib.sha1(url.encode()).hexdigest()[:8]}"
+    shutil.copytree(folder / "files", raw_path)
+    data = RedditDataset(raw_dir=str(folder), verbose=False)
+    assert Path(data.raw_path) == raw_path
+    return data[0], raw_path
+
+
+@pytest.mark.parametrize("stored", ["as_generated", "symmetric"])
+def test_reddit_reads_as_dgls_reddit_dataset_does(root, tmp_path, monkeypatch, stored):
+    """DGL renumbers the nodes (reverse Cuthill-McKee, ids not kept): its node ``i`` is
+    matched to sarlite's by the feature row, which is distinct per node here. DGL keeps
+    the COO's rows as edges (duplicates and self-loops included); sarlite keeps the simple
+    graph and adds missing reverses, so on a symmetric COO (the real one) it is DGL's
+    edge set less self-loops."""
+    files = tmp_path / "files"
+    if stored == "as_generated":
+        shutil.copytree(root / "reddit", files)
+        src, dst = _stored_edges().T
+    else:
+        feat, label, _ = _node_data()
+        src, dst = np.concatenate([_stored_edges(), _stored_edges()[:, ::-1]]).T
+        layout.write_reddit(files, feat, label, _node_types(), src, dst)
+    ref, raw_path = _dgl_reddit(tmp_path, monkeypatch)
+    g = load_graph("reddit", raw_path)
+    assert ref.num_nodes() == g.num_nodes() == N
+    feat = g.ndata["feat"].numpy()
+    row_of = {row.tobytes(): i for i, row in enumerate(feat)}
+    assert len(row_of) == N
+    order = np.array([row_of[row.tobytes()] for row in ref.ndata["feat"].numpy()])
+    assert sorted(order) == list(range(N))                  # a renumbering
+    for key in ("feat", "label", *MASKS):
+        assert ref.ndata[key].dtype == g.ndata[key].dtype, key
+        assert torch.equal(ref.ndata[key], g.ndata[key][torch.from_numpy(order)]), key
+    u, v = (order[t.numpy()] for t in ref.edges())
+    assert sorted(zip(u.tolist(), v.tolist())) == sorted(zip(src.tolist(), dst.tolist()))
+    pairs = np.stack([u, v])
+    expected = ogb_ref.simple_edges(pairs, N, N, reverse=stored == "as_generated")
+    assert np.array_equal(_stack(g), expected)
