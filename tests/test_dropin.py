@@ -34,6 +34,19 @@ def parts(tmp_path_factory):
     return {n: str(root / f"p{n}" / "toy.json") for n in (1, 2)}
 
 
+def _hetero_graph():
+    import dgl
+    import torch
+    gen = torch.Generator().manual_seed(6)
+    g = dgl.heterograph({("a", "r1", "b"): (torch.randint(0, 40, (120,), generator=gen),
+                                            torch.randint(0, 30, (120,), generator=gen)),
+                         ("b", "r2", "a"): (torch.randint(0, 30, (90,), generator=gen),
+                                            torch.randint(0, 40, (90,), generator=gen))},
+                        {"a": 40, "b": 30})
+    g.nodes["a"].data["feat"] = torch.randn(40, 3, generator=gen)
+    return g
+
+
 def _run(command: list[str], cwd=SCRIPTS, env=None) -> subprocess.CompletedProcess:
     full = dict(os.environ, OMP_NUM_THREADS="1", DGLBACKEND="pytorch", **(env or {}))
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
@@ -110,6 +123,26 @@ def test_standalone_run_needs_no_process_group(parts):
     assert done.returncode == 0, done.stderr[-3000:]
     record, = _records(done.stdout)
     assert record["rank"] == 0 and record["batches"] > 0
+
+
+@pytest.mark.parametrize("kind", ["homogeneous", "heterogeneous"])
+def test_standalone_every_loader_and_store_works_without_a_process_group(kind, parts,
+                                                                         tmp_path):
+    if kind == "homogeneous":
+        config, name, ntype = parts[1], "toy", "_N"
+    else:
+        g = _hetero_graph()
+        sarlite.partition_graph(g, "typed", 1, tmp_path)
+        config, name, ntype = str(tmp_path / "typed.json"), "typed", "a"
+    done = _run([sys.executable, "-m", "sarlite.run", "every_loader.py", config, name, ntype])
+    assert done.returncode == 0, done.stderr[-3000:]
+    record, = _records(done.stdout)
+    assert record["group"] is False and record["rank"] == 0
+    assert record["node_split"] > 0 and record["sample_neighbors"] > 0
+    assert record["sample_etype_neighbors"] > 0
+    assert record["node_loader"] > 0 and record["edge_loader"] > 0
+    assert record["dataloader"] == 5 and record["embedding_moved"]
+    assert record["tensor"] == 8.0
 
 
 def test_one_worker_run_joins_a_group_of_one(parts):

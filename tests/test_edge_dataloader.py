@@ -227,3 +227,36 @@ def test_is_empty_batch_reads_every_batch_form_and_mean_loss_runs_alone():
     nothing = torch.zeros(0, requires_grad=True)
     loss = mean_loss(nothing)
     assert loss.item() == 0.0 and loss.requires_grad
+
+
+def _typed_edge_batches(rank, world, config):
+    g = DistGraph(config)
+    eids = {"r1": torch.arange(rank, g.num_edges("r1"), world),
+            "r2": torch.arange(rank, 10, world)}
+    sampler = as_edge_prediction_sampler(NeighborSampler([-1]), negative_sampler=Uniform(1))
+    batches = []
+    for _, pair, neg, blocks in DistEdgeDataLoader(g, eids, sampler, batch_size=16):
+        ends = {c: torch.stack([pair.nodes[c[0]].data[dgl.NID][pair.edges(etype=c)[0]],
+                                pair.nodes[c[2]].data[dgl.NID][pair.edges(etype=c)[1]]])
+                for c in pair.canonical_etypes}
+        batches.append(({c: pair.edges[c].data[dgl.EID] for c in pair.canonical_etypes},
+                        ends, {c: neg.num_edges(c) for c in neg.canonical_etypes}))
+    truth = {name: torch.stack(g.find_edges(ids, etype=name)) for name, ids in eids.items()}
+    return eids, batches, truth
+
+
+def test_typed_edge_batches_cover_each_rank_s_edges_of_every_type_with_their_ends(tmp_path):
+    gen = torch.Generator().manual_seed(8)
+    g = dgl.heterograph({("a", "r1", "b"): (torch.randint(0, 30, (70,), generator=gen),
+                                            torch.randint(0, 20, (70,), generator=gen)),
+                         ("b", "r2", "a"): (torch.randint(0, 20, (40,), generator=gen),
+                                            torch.randint(0, 30, (40,), generator=gen))})
+    sarlite.partition_graph(g, "typed", 2, tmp_path)
+    for eids, batches, truth in spawn(_typed_edge_batches, 2, str(tmp_path / "typed.json")):
+        for name, c in (("r1", ("a", "r1", "b")), ("r2", ("b", "r2", "a"))):
+            got = torch.cat([b[0][c] for b in batches])
+            order = got.argsort()
+            assert torch.equal(got[order], eids[name].sort().values)
+            ends = torch.cat([b[1][c] for b in batches], 1)[:, order]
+            assert torch.equal(ends, truth[name][:, eids[name].argsort()])
+            assert sum(b[2][c] for b in batches) == len(got)   # one negative per edge

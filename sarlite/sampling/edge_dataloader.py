@@ -12,16 +12,29 @@ an empty one included (no positive edges, no negative pairs, blocks without node
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import dgl
 import torch
 
-from ..partition.book import DEFAULT_ETYPE, DEFAULT_ETYPE_STR
+from ..partition.book import DEFAULT_ETYPE, DEFAULT_ETYPE_STR, as_id_tensor
 from .dataloader import DistDataLoader, loader_kwargs, one_type_ids
 from .prefetch import fetch_lazy_features, to_device
 
 #: DGL's ``EdgeCollator`` keywords, which ``DistEdgeDataLoader`` takes with a node sampler.
 EDGE_COLLATOR_KWARGS = ("g_sampling", "exclude", "reverse_eids", "reverse_etypes",
                         "negative_sampler")
+
+
+def _typed_eids(g, eids) -> dict:
+    """``{canonical etype: int64 ids}`` of ``eids`` on a graph with named types (plain ids
+    name its one edge type). Local; ``ValueError`` for an unknown type."""
+    if not isinstance(eids, Mapping):
+        if len(g.canonical_etypes) != 1:
+            raise ValueError(f"DistEdgeDataLoader eids: the graph has edge types "
+                             f"{g.canonical_etypes}; give {{etype: ids}}")
+        eids = {g.canonical_etypes[0]: eids}
+    return {g.to_canonical_etype(etype): as_id_tensor(ids) for etype, ids in eids.items()}
 
 
 def _is_edge_sampler(sampler) -> bool:
@@ -81,7 +94,9 @@ class DistEdgeDataLoader(DistDataLoader):
         The :class:`~sarlite.sampling.DistGraph`.
     eids:
         Distinct global edge ids this rank trains on (e.g. from ``edge_split``); a tensor,
-        array, list, or ``{etype: ids}`` for the graph's one edge type.
+        array, list, or ``{etype: ids}`` (type-wise ids; what a graph with several edge
+        types needs). Each batch is then ``{canonical etype: ids}`` with every type of
+        the dict, empty where the batch has none of it.
     graph_sampler:
         Either an edge sampler, ``dgl.dataloading.as_edge_prediction_sampler(sampler,
         exclude=..., reverse_eids=..., negative_sampler=...)``, or a node sampler
@@ -117,16 +132,32 @@ class DistEdgeDataLoader(DistDataLoader):
         options = loader_kwargs(kwargs, "DistEdgeDataLoader")
         options.setdefault("batch_size", 1)
         self.g = g
-        self.eids = one_type_ids(eids, [DEFAULT_ETYPE, DEFAULT_ETYPE[1], DEFAULT_ETYPE_STR],
-                                 "DistEdgeDataLoader eids")
-        if torch.unique(self.eids).numel() != self.eids.numel():
-            raise ValueError("eids has duplicate edge ids; every edge must appear once")
         self.graph_sampler = _edge_sampler(graph_sampler, g, collator)
+        self._types: list | None = None
+        if g is not None and g.get_partition_book().has_named_types:
+            self.eids = _typed_eids(g, eids)
+            self._types = list(self.eids)
+            dataset = torch.cat([torch.stack([torch.full_like(ids, i), ids], 1)
+                                 for i, ids in enumerate(self.eids.values())] or
+                                [torch.zeros(0, 2, dtype=torch.int64)])
+        else:
+            self.eids = dataset = one_type_ids(
+                eids, [DEFAULT_ETYPE, DEFAULT_ETYPE[1], DEFAULT_ETYPE_STR],
+                "DistEdgeDataLoader eids")
+        for ids in (self.eids.values() if self._types else [self.eids]):
+            if torch.unique(ids).numel() != ids.numel():
+                raise ValueError("eids has duplicate edge ids; every edge must appear once")
         self.device = device
-        super().__init__(self.eids, collate_fn=self._sample_batch, **options)
+        super().__init__(dataset, collate_fn=self._sample_batch, **options)
 
-    def _items(self, index: torch.Tensor) -> torch.Tensor:
-        return self.eids[index]
+    def _items(self, index: torch.Tensor):
+        """The batch's edges: ids, or ``{canonical etype: ids}`` with every type of
+        ``eids`` (empty where the batch has none of a type) on a graph with named
+        types."""
+        if self._types is None:
+            return self.eids[index]
+        rows = self.dataset[index]
+        return {c: rows[rows[:, 0] == i, 1] for i, c in enumerate(self._types)}
 
     def _sample_batch(self, eids: torch.Tensor):
         result = fetch_lazy_features(self.g, self.graph_sampler.sample(self.g, eids))
