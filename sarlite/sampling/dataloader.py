@@ -163,6 +163,20 @@ def typed_ids(g, ids):
     return {g.ntypes[g.get_ntype_id(ntype)]: as_id_tensor(v) for ntype, v in ids.items()}
 
 
+def typed_rows(ids: dict) -> torch.Tensor:
+    """``(n, 2)`` rows ``(type index, id)`` of ``{type: ids}``, the types in the dict's
+    order: a loader's dataset over several types. Local."""
+    return torch.cat([torch.stack([torch.full_like(v, i), v], 1)
+                      for i, v in enumerate(ids.values())] or
+                     [torch.zeros(0, 2, dtype=torch.int64)])
+
+
+def typed_batch(rows: torch.Tensor, types: list) -> dict:
+    """``{type: ids}`` of :func:`typed_rows` ``rows``, every type present (empty where the
+    rows have none of it). Local."""
+    return {t: rows[rows[:, 0] == i, 1] for i, t in enumerate(types)}
+
+
 def _pull(g, nodes, ntypes, name: str) -> None:
     """Fill ``nodes[t].data[name]`` (a block's source or destination frames) from ``g``'s
     node data of type ``t``, for every type that has ``name``. Collective (one pull per
@@ -391,9 +405,7 @@ class DistNodeDataLoader(DistDataLoader):
         if g.get_partition_book().has_named_types:
             self.nids = typed_ids(g, nids)
             self._types = list(self.nids)
-            dataset = torch.cat([torch.stack([torch.full_like(ids, i), ids], 1)
-                                 for i, ids in enumerate(self.nids.values())] or
-                                [torch.zeros(0, 2, dtype=torch.int64)])
+            dataset = typed_rows(self.nids)
         else:
             self.nids = dataset = one_type_ids(nids, [DEFAULT_NTYPE],
                                                "DistNodeDataLoader nids")
@@ -413,8 +425,7 @@ class DistNodeDataLoader(DistDataLoader):
         where the batch has none of a type) on a graph with named types."""
         if self._types is None:
             return self.nids[index]
-        rows = self.dataset[index]
-        return {ntype: rows[rows[:, 0] == i, 1] for i, ntype in enumerate(self._types)}
+        return typed_batch(self.dataset[index], self._types)
 
     def _sample_batch(self, seeds):
         result = fetch_lazy_features(self.g, self._sample(self.g, seeds))

@@ -18,7 +18,8 @@ import dgl
 import torch
 
 from ..partition.book import DEFAULT_ETYPE, DEFAULT_ETYPE_STR, as_id_tensor
-from .dataloader import DistDataLoader, loader_kwargs, one_type_ids
+from .dataloader import (DistDataLoader, loader_kwargs, one_type_ids, typed_batch,
+                         typed_rows)
 from .prefetch import fetch_lazy_features, to_device
 
 #: DGL's ``EdgeCollator`` keywords, which ``DistEdgeDataLoader`` takes with a node sampler.
@@ -137,9 +138,7 @@ class DistEdgeDataLoader(DistDataLoader):
         if g is not None and g.get_partition_book().has_named_types:
             self.eids = _typed_eids(g, eids)
             self._types = list(self.eids)
-            dataset = torch.cat([torch.stack([torch.full_like(ids, i), ids], 1)
-                                 for i, ids in enumerate(self.eids.values())] or
-                                [torch.zeros(0, 2, dtype=torch.int64)])
+            dataset = typed_rows(self.eids)
         else:
             self.eids = dataset = one_type_ids(
                 eids, [DEFAULT_ETYPE, DEFAULT_ETYPE[1], DEFAULT_ETYPE_STR],
@@ -156,8 +155,7 @@ class DistEdgeDataLoader(DistDataLoader):
         types."""
         if self._types is None:
             return self.eids[index]
-        rows = self.dataset[index]
-        return {c: rows[rows[:, 0] == i, 1] for i, c in enumerate(self._types)}
+        return typed_batch(self.dataset[index], self._types)
 
     def _sample_batch(self, eids: torch.Tensor):
         result = fetch_lazy_features(self.g, self.graph_sampler.sample(self.g, eids))
