@@ -108,6 +108,13 @@ class ShardedGraphBase:
         """Discard every field set or removed inside the ``with`` block, as in DGL."""
         return restoring(self._data_dicts())
 
+    def _share_node_data(self, src: dict, dst: dict) -> None:
+        """Hold ``src``/``dst`` (a heterogeneous graph's data of this relation's source
+        and destination types) as ``srcdata``/``dstdata``: as in DGL, a relation view's
+        node data is its types' node data."""
+        self._srcdata = src
+        self._dstdata = dst if self._split else src
+
     def _data_dicts(self) -> list[dict]:
         dicts = [self._srcdata, self._edata]
         return dicts + [self._dstdata] if self._split else dicts

@@ -11,7 +11,9 @@ remote rows are fetched (shard by shard in ``sar``/``sa``) only while that relat
 module runs, never all relations' halos at once.
 
 Node data lives per type (``g.nodes[ntype].data``; ``g.ndata[name]`` is
-``{ntype: tensor}`` as in DGL), edge data per relation (the views' ``edata``).
+``{ntype: tensor}`` as in DGL) and, as in DGL, a relation view's ``srcdata``/``dstdata``
+are that data of its source and destination types; edge data lives per relation (the
+views' ``edata``).
 """
 from __future__ import annotations
 
@@ -27,13 +29,19 @@ _CROSS = ("sum", "mean", "max", "min", "stack")
 
 
 class _Types:
-    """``g.nodes[ntype].data`` / ``g.edges[etype].data``, as DGL's views give them."""
+    """``g.nodes[ntype].data`` / ``g.edges[etype].data``, as DGL's views give them;
+    node views are also called for ids: ``g.srcnodes("paper")``."""
 
-    def __init__(self, frame_of):
-        self._frame_of = frame_of
+    def __init__(self, frame_of, ids_of=None):
+        self._frame_of, self._ids_of = frame_of, ids_of
 
     def __getitem__(self, key) -> SimpleNamespace:
         return SimpleNamespace(data=self._frame_of(key))
+
+    def __call__(self, ntype=None) -> torch.Tensor:
+        if self._ids_of is None:
+            raise TypeError("edge views are not callable: use g.edges[etype].data")
+        return self._ids_of(ntype)
 
 
 class HeteroGraphShardManager:
@@ -76,8 +84,9 @@ class HeteroGraphShardManager:
         self.input_nodes, self.output_nodes = input_nodes, output_nodes
         self._global_counts = global_counts
         by_rel: dict[str, list] = {}
-        for c_etype in self._relations:
+        for c_etype, view in self._relations.items():
             by_rel.setdefault(c_etype[1], []).append(c_etype)
+            view._share_node_data(self._frames[c_etype[0]], self._dst_frames[c_etype[2]])
         self._by_rel = by_rel
 
     # -- types ---------------------------------------------------------------------------
@@ -125,6 +134,9 @@ class HeteroGraphShardManager:
     def _ntype(self, ntype) -> str:
         if ntype is None and len(self._num_nodes) == 1:
             return self.ntypes[0]
+        if ntype is None:
+            raise ValueError(f"the graph has several node types ({self.ntypes}): pass "
+                             f"the node type")
         if ntype not in self._num_nodes:
             raise KeyError(f"unknown node type {ntype!r}; the node types are "
                            f"{self.ntypes}")
@@ -203,10 +215,34 @@ class HeteroGraphShardManager:
 
     @property
     def nodes(self) -> _Types:
+        """``g.nodes[ntype].data``; ``g.nodes(ntype)``: the ids ``0..n-1`` of the owned
+        nodes of ``ntype``. Full graphs only."""
         if self.is_block:
             raise AttributeError("g.nodes[ntype].data is not available on a message-flow "
                                  "graph (block): use srcdata and dstdata")
-        return _Types(lambda ntype: self._frames[self._ntype(ntype)])
+        return self.srcnodes
+
+    @property
+    def srcnodes(self) -> _Types:
+        """``g.srcnodes[ntype].data`` (the source nodes' data) and ``g.srcnodes(ntype)``:
+        the source nodes' local ids among this worker's owned nodes of ``ntype`` (a full
+        graph's ``0..n-1``; a block's ``input_nodes[ntype]``, where a DGL block numbers
+        its own nodes ``0..n-1``)."""
+        return _Types(lambda ntype: self._frames[self._ntype(ntype)],
+                      lambda ntype: self._ids(self.input_nodes, ntype, self._num_nodes))
+
+    @property
+    def dstnodes(self) -> _Types:
+        """``g.dstnodes[ntype].data`` and ``g.dstnodes(ntype)``: the destination nodes'
+        local ids among the owned nodes of ``ntype`` (a block's ``output_nodes[ntype]``)."""
+        return _Types(lambda ntype: self._dst_frames[self._ntype(ntype)],
+                      lambda ntype: self._ids(self.output_nodes, ntype, self._num_dst))
+
+    def _ids(self, ids: dict | None, ntype, counts: dict) -> torch.Tensor:
+        ntype = self._ntype(ntype)
+        if ids is None:
+            return torch.arange(counts[ntype], device=self.device)
+        return ids[ntype]
 
     @property
     def edata(self) -> TypedData:
@@ -238,6 +274,9 @@ class HeteroGraphShardManager:
         for frame in self._all_frames():
             for name, value in frame.items():
                 frame[name] = value.to(device)
+        if self.is_block:
+            self.input_nodes = {t: v.to(device) for t, v in self.input_nodes.items()}
+            self.output_nodes = {t: v.to(device) for t, v in self.output_nodes.items()}
         return self
 
     # -- relation views ----------------------------------------------------------------
@@ -294,25 +333,16 @@ class HeteroGraphShardManager:
 
     def _relation_update(self, c_etype, message_func, reduce_func) -> torch.Tensor:
         """One relation's ``update_all``, reading this graph's node data."""
-        view = self._relations[c_etype]
+        view = self._relations[c_etype]       # its node data is this graph's
         with view.local_scope():
-            self._fill(view)
             view.update_all(message_func, reduce_func)
             return view.dstdata[reduce_func.out_field]
-
-    def _fill(self, view) -> None:
-        """Give a relation view this graph's data of its source and destination types."""
-        src, _, dst = view.relation
-        view.srcdata.update(self._frames[src])
-        if view.dstdata is not view.srcdata:
-            view.dstdata.update(self._dst_frames[dst])
 
     def apply_edges(self, func, edges="__ALL__", etype=None) -> None:
         """``apply_edges`` on relation ``etype``, reading this graph's node data; results
         land in ``g.edges[etype].data``. Collective."""
         view = self._one_relation(etype)
         with view.local_scope():
-            self._fill(view)
             before = dict(view.edata)
             view.apply_edges(func, edges)
             written = {k: v for k, v in view.edata.items() if before.get(k) is not v}

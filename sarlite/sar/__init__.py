@@ -2,8 +2,11 @@
 
 Scripts written for SAR (https://github.com/IntelLabs/SAR) run with that one import
 changed; every name maps onto sarlite's engine, which gives single-process DGL's outputs
-and gradients in all three modes. What differs from SAR, and why, is in
-``docs/from-sar.md``. Homogeneous graphs only.
+and gradients in all three modes. Graphs of one node and edge type or several:
+``load_dgl_partition_data`` returns SAR's layout for both, and ``construct_full_graph`` /
+``construct_mfgs`` give a :class:`GraphShardManager` for one type, a
+:class:`HeteroGraphShardManager` (``g[etype]``, ``srcnodes(ntype)``, ...) for several.
+What differs from SAR, and why, is in ``docs/from-sar.md``.
 """
 from . import comm, config, core, distributed_bn
 from .comm import (comm_device, gather_grads, initialize_comms, nfs_ip_init, rank,

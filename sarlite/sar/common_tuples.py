@@ -9,9 +9,11 @@ import torch
 class ShardEdgesAndFeatures(NamedTuple):
     """The owned edges whose source is in one partition.
 
-    ``edges``: ``(src, dst)``, int64 global node ids of shape ``(E_j,)``;
-    ``edge_features``: ``{name: (E_j, ...)}``, with ``dgl.ETYPE`` (all zero: one edge
-    type) and the partition's edge features under DGL's keys (``"_N:_E:_N/<name>"``).
+    ``edges``: ``(src, dst)``, int64 global (homogeneous) node ids of shape ``(E_j,)``,
+    grouped by edge type in the order of ``edge_type_names``; ``edge_features``:
+    ``dgl.ETYPE`` ``(E_j,)``, the edge type id of each edge, and the partition's edge
+    features under DGL's keys ``"<src>:<rel>:<dst>/<name>"`` (``"_N:_E:_N/<name>"`` for a
+    homogeneous graph), each with the rows of its relation's edges in this shard.
     """
 
     edges: tuple[torch.Tensor, torch.Tensor]
@@ -31,10 +33,14 @@ class PartitionData(_PartitionFields):
     """One worker's partition in SAR's shape (from :func:`sar.load_dgl_partition_data`).
 
     ``all_shard_edges[j]``: the owned edges from partition ``j``; ``node_ranges[j]``:
-    ``(start, end)`` global node ids of partition ``j``; ``node_features``: the owned rows
-    under DGL's keys (``"_N/features"``, ``"_N/train_mask"``, ... and ``dgl.NTYPE``), masks
-    as bool; ``node_type_names`` ``["_N"]``; ``edge_type_names`` ``[("_N", "_E", "_N")]``;
-    ``partition_book``: a :class:`sarlite.RangePartitionBook`.
+    ``(start, end)`` global (homogeneous) node ids of partition ``j``, all types;
+    ``node_features``: under DGL's keys ``"<ntype>/<name>"`` (``"_N/features"``, or
+    ``"paper/features"``, ...) the rows of the owned nodes of that type, masks as bool, and
+    ``dgl.NTYPE``: the type id of each owned node, in global id order (within a partition
+    the nodes of one type have consecutive ids); ``node_type_names``
+    (``["_N"]`` for a homogeneous graph) and ``edge_type_names`` (canonical, ``[("_N",
+    "_E", "_N")]``), indexed by those ids; ``partition_book``: a
+    :class:`sarlite.RangePartitionBook`.
 
     ``sarlite_data`` is the :class:`sarlite.PartitionData` the graph constructors use (the
     tensors are shared, not copied).
