@@ -190,3 +190,16 @@ def test_sarlite_run_without_a_script_is_one_error():
     assert done.returncode == 2
     assert done.stderr.strip() == ("sarlite run: error: no script 'nothing.py' (expected "
                                    "the path of a Python file)")
+
+
+@pytest.mark.parametrize("kind", ["homogeneous", "heterogeneous"])
+def test_sar_convert_dist_graph_takes_dgl_s_own_dist_graph(kind, parts, tmp_path):
+    if kind == "homogeneous":
+        config, name = parts[1], "toy"
+    else:
+        sarlite.partition_graph(_hetero_graph(), "typed", 1, tmp_path)
+        config, name = str(tmp_path / "typed.json"), "typed"
+    done = _run([sys.executable, "convert_dgl_graph.py", config, name])
+    assert done.returncode == 0, done.stderr[-3000:]
+    record, = _records(done.stdout)
+    assert record["type"].startswith("dgl.distributed") and record["sar"] == record["dgl"]
