@@ -3,7 +3,7 @@
 Start it under any launcher that sets torchrun's variables::
 
     torchrun --nproc_per_node 2 -m sarlite.run train_dist.py --graph_name cora ...
-    sarlite run --nproc 2 train_dist.py --graph_name cora ...      # the same, with sarlite's launcher
+    sarlite run --nproc 2 train_dist.py --graph_name cora ...   # the same, sarlite launches
 
 or alone (``python -m sarlite.run train_dist.py ...``: one process, DGL's standalone
 mode). The script runs as ``__main__`` after :func:`sarlite.dropin.redirect_dgl`, so its

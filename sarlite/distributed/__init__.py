@@ -32,12 +32,11 @@ GraphPartitionBook = RangePartitionBook
 __all__ = ["DEFAULT_ETYPE", "DEFAULT_NTYPE", "DistDataLoader", "DistEdgeDataLoader",
            "DistEmbedding", "DistGraph", "DistNodeDataLoader", "DistTensor",
            "EdgePartitionPolicy", "GraphPartitionBook", "MAX_QUEUE_SIZE",
-           "MixedDGLError", "NodePartitionPolicy", "PartitionPolicy", "RangePartitionBook", "UNSUPPORTED",
-           "UnsupportedError", "edge_split", "ensure_process_group", "exit_client",
+           "MixedDGLError", "NodePartitionPolicy", "PartitionPolicy", "RangePartitionBook",
+           "UNSUPPORTED", "UnsupportedError", "edge_split", "ensure_process_group", "exit_client",
            "find_edges", "in_subgraph", "initialize", "is_empty_batch", "load_partition",
            "load_partition_book", "load_partition_feats", "mean_loss", "nn", "node_split",
-           "optim", "partition_graph", "sample_etype_neighbors",
-           "sample_neighbors"]
+           "optim", "partition_graph", "sample_etype_neighbors", "sample_neighbors"]
 
 
 def __getattr__(name: str):

@@ -66,9 +66,8 @@ def _script_modules() -> list[types.ModuleType]:
 
 
 def _is_real_dist_object(value) -> bool:
-    if isinstance(value, types.ModuleType):
-        return value.__name__.startswith("dgl.distributed") and \
-            value.__name__ in sys.modules and value is not sys.modules.get("sarlite.distributed")
+    if isinstance(value, types.ModuleType):      # sarlite's modules keep sarlite's names
+        return value.__name__.startswith("dgl.distributed")
     module = getattr(value, "__module__", None) or ""
     return module.startswith("dgl.distributed") or \
         (module.startswith("dgl.dataloading") and getattr(value, "__name__", "") in _LOADERS)
