@@ -218,12 +218,13 @@ def test_load_partition_data_gives_features_by_type_and_shards_by_relation(writt
                                    ("paper", "cites", "paper")]])]])
 
 
-def test_what_takes_homogeneous_graphs_only_refuses_a_heterogeneous_partition(tmp_path):
+def test_sar_s_loader_reads_a_heterogeneous_partition_with_its_types(tmp_path):
     from sarlite.sar import load_dgl_partition_data
-    sarlite.partition_graph(mag_like(), "g", 1, tmp_path)
-    with pytest.raises(NotImplementedError,
-                       match="load_dgl_partition_data: .* is heterogeneous"):
-        load_dgl_partition_data(str(tmp_path / "g.json"), 0)
+    g = mag_like()
+    sarlite.partition_graph(g, "g", 1, tmp_path)
+    data = load_dgl_partition_data(str(tmp_path / "g.json"), 0)
+    assert sorted(data.node_type_names) == sorted(g.ntypes)
+    assert sorted(map(tuple, data.edge_type_names)) == sorted(g.canonical_etypes)
 
 
 @pytest.mark.parametrize("balance, message", [
