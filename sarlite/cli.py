@@ -1,4 +1,4 @@
-"""The ``sarlite`` command line: ``sarlite partition ...`` and ``sarlite train ...``.
+"""The ``sarlite`` command line: ``sarlite partition``, ``sarlite train`` and ``sarlite run``.
 
 Each subcommand lives in a ``_<name>`` function that receives parsed arguments; errors the
 user can fix (bad paths, unknown datasets, bad sizes) are printed as one line and exit 2.
