@@ -2,18 +2,20 @@
 
 Run once, by hand, whenever ``tests/ogb_layout.py``'s fixture builders change; never in
 CI (``ogb`` is not installed there, and must not be: see ``ogb_reference.py``). Install
-OGB in a throwaway environment that sees the project's own packages, outside the repo::
+OGB in a throwaway environment (``OGBVENV``, any folder outside the repo) that sees the
+project's own packages; from the repository root::
 
-    python=/work/main/.venv/bin/python        # the project's environment
-    $python -m venv /tmp/ogbvenv
+    python=.venv/bin/python                    # the project's environment
+    OGBVENV=../ogbvenv
+    $python -m venv $OGBVENV
     site=$($python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     echo "import site; site.addsitedir('$site')" \\
-        > /tmp/ogbvenv/lib/python3.11/site-packages/zz_project.pth
-    /tmp/ogbvenv/bin/pip install ogb==1.3.6    # torch, numpy, pandas: the project's
-    /tmp/ogbvenv/bin/pip uninstall -y outdated  # no PyPI version check at import
-    cd /work/main && /tmp/ogbvenv/bin/python tests/reference/record_ogb.py
+        > $OGBVENV/lib/python3.11/site-packages/zz_project.pth
+    $OGBVENV/bin/pip install ogb==1.3.6        # torch, numpy, pandas: the project's
+    $OGBVENV/bin/pip uninstall -y outdated     # no PyPI version check at import
+    $OGBVENV/bin/python tests/reference/record_ogb.py
 
-The same environment runs the live comparison: ``/tmp/ogbvenv/bin/python -m pytest
+The same environment runs the live comparison: ``$OGBVENV/bin/python -m pytest
 tests/test_ogb_reddit_loaders.py`` (without ``ogb`` those tests skip and the comparison
 with this record runs alone).
 """
