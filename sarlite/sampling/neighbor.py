@@ -18,6 +18,7 @@ reproducible.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import dgl
@@ -76,6 +77,20 @@ class LocalTypedGraph:
             if not torch.equal(self.nids[ntype][:end - start], torch.arange(start, end)):
                 raise ValueError(f"partition {book.partid}: the partition graph does not "
                                  f"list its owned {ntype!r} nodes first, in id order")
+
+    @functools.cached_property
+    def first_owned(self) -> int:
+        """The homogeneous id of local node 0 of :attr:`part` (its owned nodes come first,
+        in id order; checked once, on first use).
+
+        Raises ``ValueError`` when the partition graph does not list them so."""
+        count = sum(end - start for start, end in self.owned.values())
+        nid = self.part.ndata[dgl.NID]
+        start = int(nid[0]) if count else 0
+        if not torch.equal(nid[:count], torch.arange(start, start + count)):
+            raise ValueError("the partition graph does not list its owned nodes first, in "
+                             "id order")
+        return start
 
     def local_seeds(self, ids: torch.Tensor) -> dict[str, torch.Tensor]:
         """``{ntype: local ids}`` of owned homogeneous node ids (every type present)."""
@@ -276,12 +291,8 @@ def _across_types(local: LocalTypedGraph, ids: torch.Tensor, fanout: int, edge_d
     """``(E, 3)`` global ``(src, dst, eid)`` rows of up to ``fanout`` edges per seed of
     any edge type, sampled on the homogeneous partition graph (DGL 2.1's
     ``sample_neighbors`` on a graph with several edge types). Local."""
-    part, count = local.part, sum(end - start for start, end in local.owned.values())
+    part, start = local.part, local.first_owned
     nid = part.ndata[dgl.NID]
-    start = int(nid[0]) if count else 0
-    if not torch.equal(nid[:count], torch.arange(start, start + count)):
-        raise ValueError("the partition graph does not list its owned nodes first, in "
-                         "id order")
     if not ids.numel():
         return torch.zeros(0, 3, dtype=torch.int64)
     frontier = dgl.sampling.sample_neighbors(part, ids - start, fanout, edge_dir=edge_dir,
