@@ -90,28 +90,36 @@ def _partition(args: argparse.Namespace) -> None:
     print(f"wrote {config} ({time.time() - start:.1f}s)")
 
 
+def _hosts(args: argparse.Namespace, nproc: int):
+    """``(LaunchSpec, network interface or None, "where" text for the launch line)`` from
+    the several-machines options (``_add_hosts``)."""
+    from .launch import LaunchSpec
+    port = args.master_port if args.master_port is not None else \
+        (29500 if args.nnodes > 1 else 0)
+    spec = LaunchSpec(nproc=nproc, nnodes=args.nnodes, node_rank=args.node_rank,
+                      master_addr=args.master_addr, master_port=port)
+    if spec.nnodes == 1:
+        return spec, None, ""
+    from .runtime.launchenv import route_interface
+    interface = route_interface(spec.master_addr)
+    where = (f" on host {spec.node_rank} of {spec.nnodes} (ranks "
+             f"{spec.node_rank * spec.nproc}-{(spec.node_rank + 1) * spec.nproc - 1} of "
+             f"{spec.world_size}; master {spec.master_addr}:{spec.master_port}"
+             f"{f', interface {interface}' if interface else ''})")
+    return spec, interface, where
+
+
 def _train(args: argparse.Namespace) -> int:
-    from .launch import LaunchSpec, launch
-    if args.master_port is None:
-        args.master_port = 29500 if args.nnodes > 1 else 0
+    from .launch import launch
     from .train.config import load_config
     from .train.partitions import check_world_size
-    spec = LaunchSpec(nproc=args.nproc, nnodes=args.nnodes, node_rank=args.node_rank,
-                      master_addr=args.master_addr, master_port=args.master_port)
+    spec, interface, where = _hosts(args, args.nproc)
     cfg = load_config(args.config, args.set)        # fail fast, before starting workers
     check_world_size(cfg, spec.world_size)
     # what the workers will read from the environment they inherit (malformed: fail here)
     settings = _worker_settings(sampled=cfg.train.sampling is not None)
-    interface = None
-    if spec.nnodes > 1:
-        from .runtime.launchenv import route_interface
-        interface = route_interface(spec.master_addr)
     worker_args = (["--config", args.config] if args.config else []) + \
         (["--set", *args.set] if args.set else [])
-    where = (f" on host {spec.node_rank} of {spec.nnodes} (ranks "
-             f"{spec.node_rank * spec.nproc}-{(spec.node_rank + 1) * spec.nproc - 1} of "
-             f"{spec.world_size}; master {spec.master_addr}:{spec.master_port}"
-             f"{f', interface {interface}' if interface else ''})" if spec.nnodes > 1 else "")
     print(f"launching {spec.nproc} workers{where}: python -m sarlite.train "
           f"{' '.join(worker_args)} ({settings.describe()})", flush=True)
     return launch(spec, worker_args, interface)
@@ -139,16 +147,12 @@ def _script_command(words: list[str]) -> list[str]:
 
 def _run(args: argparse.Namespace) -> int:
     from .dropin import check_target
-    from .launch import LaunchSpec, launch
+    from .launch import launch
     if args.num_trainers is not None and args.nproc is not None \
             and args.num_trainers != args.nproc:
         raise ValueError(f"--nproc {args.nproc} and DGL's --num_trainers "
                          f"{args.num_trainers} disagree; give one")
-    nproc = args.nproc or args.num_trainers or 2
-    if args.master_port is None:
-        args.master_port = 29500 if args.nnodes > 1 else 0
-    spec = LaunchSpec(nproc=nproc, nnodes=args.nnodes, node_rank=args.node_rank,
-                      master_addr=args.master_addr, master_port=args.master_port)
+    spec, interface, where = _hosts(args, args.nproc or args.num_trainers or 2)
     extra_envs, script = list(args.extra_envs), list(args.script)
     while extra_envs and "=" not in extra_envs[-1]:     # --extra_envs A=1 "python3 x.py"
         script.insert(0, extra_envs.pop())
@@ -171,12 +175,8 @@ def _run(args: argparse.Namespace) -> int:
     _worker_settings(sampled=True)           # a malformed SARLITE_* variable fails here
     ignored = [f"--{name}" for name in _DGL_IGNORED if getattr(args, name) is not None]
     note = f" (ignored, no servers or samplers: {', '.join(ignored)})" if ignored else ""
-    print(f"launching {spec.nproc} workers: python -m sarlite.run {' '.join(command)}"
-          f"{note}", flush=True)
-    interface = None
-    if spec.nnodes > 1:
-        from .runtime.launchenv import route_interface
-        interface = route_interface(spec.master_addr)
+    print(f"launching {spec.nproc} workers{where}: python -m sarlite.run "
+          f"{' '.join(command)}{note}", flush=True)
     return launch(spec, command, interface, module="sarlite.run", env=env)
 
 
