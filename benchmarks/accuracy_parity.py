@@ -8,7 +8,8 @@ model builder, initial parameters, optimizer and protocol (test accuracy at the 
 validation epoch). Dropout masks differ between the two (they are drawn per worker), so
 the comparison is statistical: the targets are the issue's (GCN Cora >= 80% and within 1
 point of DGL, GAT Cora >= 81%, GCN Citeseer >= 69%). Writes
-``benchmarks/results/accuracy_parity.md``.
+``benchmarks/results/accuracy_parity.json`` (the record, with the run's facts) and
+``.md`` (:func:`markdown` of the record alone).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import common
+from . import common, records
 
 CONFIGS = {"cora_gcn": 0.80, "cora_gat": 0.81, "citeseer_gcn": 0.69}
 
@@ -75,25 +76,38 @@ def main() -> None:
     parser.add_argument("--data-dir", required=True, help="folder holding planetoid/ ...")
     parser.add_argument("--world-sizes", type=int, nargs="+", default=[2, 4])
     args = parser.parse_args()
-    lines = ["| config | target | DGL 1 process | " +
-             " | ".join(f"sarlite N={n}" for n in args.world_sizes) + " | pass |",
-             "|---|---|---|" + "---|" * len(args.world_sizes) + "---|"]
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, target in CONFIGS.items():
             reference = dgl_reference(name, args.data_dir)           # a packaged config
             ours = [sarlite_run(name, args.data_dir, n, Path(tmp)) for n in args.world_sizes]
-            ok = all(a >= target for a in ours) and (
-                not name.endswith("gcn") or all(abs(a - reference) <= 0.01 for a in ours))
-            lines.append(f"| {name} | >= {target:.0%} | {reference:.1%} | " +
-                         " | ".join(f"{a:.1%}" for a in ours) + f" | {'yes' if ok else 'NO'} |")
-            print(lines[-1], flush=True)
-    table = "\n".join(lines)
-    print("\n" + table)
+            rows.append({"config": name, "target": target, "dgl": reference,
+                         "sarlite": dict(zip(map(str, args.world_sizes), ours))})
+            print(rows[-1], flush=True)
+    data = {"command": "python -m benchmarks.accuracy_parity --data-dir ../shared/data",
+            "world_sizes": args.world_sizes, "rows": rows,
+            "facts": records.run_facts(processes=max(args.world_sizes))}
     common.RESULTS.mkdir(exist_ok=True)
-    (common.RESULTS / "accuracy_parity.md").write_text(
-        "# Accuracy parity\n\n`python -m benchmarks.accuracy_parity --data-dir ../shared/data`"
-        "\n\nTest accuracy at the best validation epoch, public splits, 200 epochs.\n\n"
-        + table + "\n")
+    (common.RESULTS / "accuracy_parity.json").write_text(json.dumps(data, indent=1))
+    (common.RESULTS / "accuracy_parity.md").write_text(markdown(data))
+    print(markdown(data))
+
+
+def markdown(data: dict) -> str:
+    """``accuracy_parity.md``: a function of the record ``data`` alone."""
+    sizes = [str(n) for n in data["world_sizes"]]
+    lines = ["| config | target | DGL 1 process | " +
+             " | ".join(f"sarlite N={n}" for n in sizes) + " | pass |",
+             "|---|---|---|" + "---|" * len(sizes) + "---|"]
+    for row in data["rows"]:
+        ours, reference = [row["sarlite"][n] for n in sizes], row["dgl"]
+        ok = all(a >= row["target"] for a in ours) and (
+            not row["config"].endswith("gcn") or all(abs(a - reference) <= 0.01 for a in ours))
+        lines.append(f"| {row['config']} | >= {row['target']:.0%} | {reference:.1%} | " +
+                     " | ".join(f"{a:.1%}" for a in ours) + f" | {'yes' if ok else 'NO'} |")
+    return ("# Accuracy parity\n\n" + "\n".join(records.header([data["facts"]])) +
+            f"\n\n`{data['command']}`\n\nTest accuracy at the best validation epoch, "
+            "public splits, 200 epochs.\n\n" + "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import common
+from . import common, records
 
 FRUGAL_MARGIN = 1.03    # the last auto budget: above the frugal plan's, for run-to-run noise
 MODELS = {"gat": {"type": "gat", "layers": 3, "hidden": 64, "heads": 4},
@@ -107,18 +107,25 @@ def main(argv=None) -> int:
             print(run["error"] if "error" in run else
                   f"epoch {run['epoch_s']:.2f} s, peak {run['training_peak_mib']:.0f} MiB",
                   flush=True)
-    common.write_summary(args.out, {"model": args.model, "world_size": args.world_size,
-                                    "num_nodes": args.num_nodes, "runs": runs},
-                         report(runs, args))
+    data = {"model": args.model, "world_size": args.world_size,
+            "num_nodes": args.num_nodes, "runs": runs,
+            "command": "python -m benchmarks.budget " + " ".join(
+                sys.argv[1:] if argv is None else argv),
+            "facts": records.run_facts(processes=args.world_size, env=common.user_env())}
+    common.write_summary(args.out, data, report(data))
     return 0
 
 
-def report(runs: list[dict], args) -> str:
+def report(data: dict) -> str:
+    """``summary.md``: a function of the record ``data`` (summary.json) alone."""
     from sarlite.core.budget import format_bytes
+    runs = data["runs"]
     sar = next(r for r in runs if r["name"] == "sar").get("epoch_s")
-    lines = [f"# Memory-budget mode: {args.model}, {args.num_nodes} nodes, "
-             f"N={args.world_size}\n",
-             "`python -m benchmarks.budget " + " ".join(sys.argv[1:]) + "`\n",
+    lines = [f"# Memory-budget mode: {data['model']}, {data['num_nodes']} nodes, "
+             f"N={data['world_size']}\n",
+             *records.header([data["facts"]]),
+             f"Allocator: {records.describe_allocator(data['facts']['allocator'])}.\n",
+             f"`{data['command']}`\n",
              "| run | plan (layer 0, 1, ...) | estimate | training peak (largest worker) | "
              "under budget | epoch | vs all-sar | last loss |",
              "|---|---|---|---|---|---|---|---|"]

@@ -160,8 +160,30 @@ def user_env() -> dict[str, str]:
     return env
 
 
-def run_json(cmd: list[str], timeout: float, num_procs: int = 1) -> list[dict]:
+#: The suite's allocator policies (``benchmarks.run --allocator``): ``own-defaults``, each
+#: side under its users' default (sarlite.init fixes glibc's mmap threshold at 128 KiB in
+#: sarlite's workers, single-process DGL keeps glibc's adaptive threshold), or
+#: ``fixed-both``: ``MALLOC_MMAP_THRESHOLD_=131072`` for both sides (sarlite.init then
+#: leaves the allocator alone, glibc reads the variable itself).
+ALLOCATOR_POLICIES = ("own-defaults", "fixed-both")
+
+
+def suite_env(threads: int = 1, policy: str = "own-defaults") -> dict[str, str]:
+    """The environment of one measured process of the suite: :func:`user_env` with
+    ``OMP_NUM_THREADS=threads`` and the allocator ``policy`` (:data:`ALLOCATOR_POLICIES`)."""
+    if policy not in ALLOCATOR_POLICIES:
+        raise ValueError(f"allocator policy must be one of {ALLOCATOR_POLICIES}, "
+                         f"got {policy!r}")
+    env = dict(user_env(), OMP_NUM_THREADS=str(threads))
+    if policy == "fixed-both":
+        env["MALLOC_MMAP_THRESHOLD_"] = "131072"
+    return env
+
+
+def run_json(cmd: list[str], timeout: float, num_procs: int = 1,
+             env: dict[str, str] | None = None) -> list[dict]:
     """Run ``cmd`` with ``--result-dir DIR`` appended; return the JSON files it wrote there.
+    ``env``: the processes' environment (default :func:`user_env`).
 
     Each of the run's ``num_procs`` processes writes one ``*.json`` (see
     :func:`write_result`). A run still alive after ``timeout`` seconds is killed with its
@@ -177,7 +199,8 @@ def run_json(cmd: list[str], timeout: float, num_procs: int = 1) -> list[dict]:
     """
     with tempfile.TemporaryDirectory() as out:
         proc = subprocess.Popen(cmd + ["--result-dir", out], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=user_env(),
+                                stderr=subprocess.PIPE, text=True,
+                                env=user_env() if env is None else env,
                                 cwd=ROOT, start_new_session=True)
         try:
             stdout, stderr = proc.communicate(timeout=timeout)

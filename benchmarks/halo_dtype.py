@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import common
+from . import common, records
 
 CONFIGS = ("cora_gcn", "citeseer_gcn", "demo")
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,6 +61,19 @@ def main() -> None:
                     results.append({"config": config, "world_size": world, "dtype": dtype,
                                     "runs": runs})
                     print(config, world, dtype, [r["test_acc"] for r in runs], flush=True)
+    env = common.user_env()
+    data = {"command": "python -m benchmarks.halo_dtype " + " ".join(sys.argv[1:]),
+            "seeds": args.seeds, "results": results,
+            "facts": records.run_facts(processes=max(args.world_sizes), env=env)}
+    common.RESULTS.mkdir(exist_ok=True)
+    (common.RESULTS / "halo_dtype.json").write_text(json.dumps(data, indent=1))
+    (common.RESULTS / "halo_dtype.md").write_text(markdown(data))
+    print(markdown(data))
+
+
+def markdown(data: dict) -> str:
+    """``halo_dtype.md``: a function of the record ``data`` (halo_dtype.json) alone."""
+    results = data["results"]
     lines = ["| config | N | halo dtype | test acc (mean of seeds) | vs float32 (points) | "
              "bytes/epoch vs float32 | epoch time vs float32 |", "|---|---|---|---|---|---|---|"]
     base = {(r["config"], r["world_size"]): r for r in results if r["dtype"] == "float32"}
@@ -76,13 +89,12 @@ def main() -> None:
                      f"{100 * (acc - ref_acc):+.2f} | {ratio('bytes_per_epoch'):.3f}x | "
                      f"{ratio('epoch_s'):.2f}x |")
     table = "\n".join(lines)
-    print("\n" + table)
-    common.RESULTS.mkdir(exist_ok=True)
-    (common.RESULTS / "halo_dtype.json").write_text(json.dumps(results, indent=1))
-    (common.RESULTS / "halo_dtype.md").write_text(
-        "# Compressed halo transport\n\n`python -m benchmarks.halo_dtype --data-dir "
-        f"../shared/data` (seeds {args.seeds}); 2-core CPU machine, gloo, one thread per "
-        "process.\n\nTest accuracy at the best validation epoch (mean over the seeds), the bytes "
+    header = "\n".join(records.header([data["facts"]]))
+    return (
+        f"# Compressed halo transport\n\n{header}\nAllocator: "
+        f"{records.describe_allocator(data['facts']['allocator'])}.\n\n`{data['command']}` "
+        f"(seeds {data['seeds']}); gloo, one thread per process.\n\n"
+        "Test accuracy at the best validation epoch (mean over the seeds), the bytes "
         "sent per epoch (halo exchanges plus the small gradient all-reduce) and the median "
         "epoch time, each against float32 halos in the same invocation.\n\n" + table + "\n")
 

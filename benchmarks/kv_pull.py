@@ -24,7 +24,7 @@ import os
 import statistics
 import time
 
-from . import common
+from . import common, records
 
 ID_BYTES = 8
 
@@ -73,7 +73,9 @@ def worker(args: argparse.Namespace) -> None:
     sarlite.finalize()
 
 
-def summarize(args: argparse.Namespace, results: list[dict]) -> dict:
+def summarize(args: argparse.Namespace, results: list[dict], facts: dict) -> dict:
+    """The record: totals over the workers' ``results`` and the run's ``facts``
+    (:func:`benchmarks.records.run_facts`)."""
     row_bytes = args.width * 4
     per_pull = [max(r["seconds"][i] for r in results) for i in range(args.repeats)]
     size_exchanges = args.world * 2 * (args.world - 1) * ID_BYTES
@@ -90,19 +92,26 @@ def summarize(args: argparse.Namespace, results: list[dict]) -> dict:
             "bytes_size_exchanges": size_exchanges, "bytes_bound": bound,
             "bytes_without_dedupe": naive, "moved_over_bound": moved / bound,
             "all_rows_correct": all(r["correct"] for r in results),
-            "load_average_1min_at_end": os.getloadavg()[0], "cpus": os.cpu_count()}
+            "load_average_1min_at_end": os.getloadavg()[0], "cpus": os.cpu_count(),
+            "facts": facts}
 
 
 def markdown(s: dict) -> str:
+    """``kv_pull.md``: a function of the record ``s`` alone."""
     mib = 1024 ** 2
     return "\n".join([
         f"# DistTensor pull: {s['requested_rows']:,} random rows of width {s['width']} "
         f"from {s['rows']:,} rows, {s['world']} workers",
         "",
-        "`python -m benchmarks.kv_pull` (gloo on CPU, one thread per worker, all workers "
+        *records.header([s["facts"]]),
+        f"Allocator: {records.describe_allocator(s['facts']['allocator'])}.",
+        "",
+        f"`python -m benchmarks.kv_pull --rows {s['rows']} --width {s['width']} --world "
+        f"{s['world']} --requests {s['requested_rows']} --repeats "
+        f"{len(s['seconds_per_pull'])}` (gloo on CPU, one thread per worker, all workers "
         f"on one machine with {s['cpus']} CPUs; 1-minute load average "
         f"{s['load_average_1min_at_end']:.1f} at the end of the run, the workers' own load "
-        f"included). Times vary from run to run (1.2-2.5 s seen); bytes are exact.",
+        f"included). Times depend on the machine's load; bytes are exact.",
         "",
         "| quantity | value |",
         "|---|---|",
@@ -146,9 +155,11 @@ def main() -> None:
     forwarded = ["--worker", "--rows", str(args.rows), "--width", str(args.width),
                  "--world", str(args.world), "--requests", str(args.requests),
                  "--repeats", str(args.repeats)]
+    env = common.user_env()
+    facts = records.run_facts(processes=args.world, torch_threads=1, env=env)
     results = common.run_json(common.torchrun(args.world, "benchmarks.kv_pull", forwarded),
-                              timeout=1800, num_procs=args.world)
-    summary = summarize(args, results)
+                              timeout=1800, num_procs=args.world, env=env)
+    summary = summarize(args, results, facts)
     (common.RESULTS / "kv_pull.json").write_text(json.dumps(summary, indent=2) + "\n")
     (common.RESULTS / "kv_pull.md").write_text(markdown(summary))
     print(markdown(summary))

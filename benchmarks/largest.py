@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import common
+from . import common, records
 from .capped import run_capped
 from .report import machine
 
@@ -148,11 +148,20 @@ def write(result: dict, out: Path) -> None:
     """``out/largest.json`` and ``out/largest.md``."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "largest.json").write_text(json.dumps(result, indent=1))
+    (out / "largest.md").write_text(markdown(result))
+
+
+def markdown(result: dict) -> str:
+    """``largest.md``: a function of the search's record ``result`` alone."""
     dgl = result["dgl"]
     systems = list(result["ratios"])
     steps = result.get("max_rows_per_step")
     lines = ["# Largest trainable graph", "",
-             f"Measured {result['date']} on {result['machine']}.",
+             *(records.header([result["facts"]]) + [
+                 "Allocator (both sides): "
+                 f"{records.describe_allocator(result['facts']['allocator'])}."]
+               if "facts" in result else
+               [f"Measured {result['date']} on {result['machine']}."]),
              f"Budget {result['budget_gib']:g} GiB RSS per process (DGL's one process; each "
              f"sarlite worker), homophilous synthetic graph, average "
              f"degree {DEGREE:g}, input width {FEAT_DIM}, GraphSAGE-mean 3 x {HIDDEN}, "
@@ -181,7 +190,7 @@ def write(result: dict, out: Path) -> None:
         setup, train = (f"{p[k]:.0f}" if k in p else "-" for k in ("setup_mib", "training_mib"))
         lines.append(f"| {p['system']} | {p['num_nodes']} | {p['status']} | {setup} | {train} "
                      f"| {peak:.0f} | {epoch} | {p.get('seconds', 0):.0f} |")
-    (out / "largest.md").write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
@@ -222,6 +231,9 @@ def main() -> None:
                      f"--precision > 0")
     search = Search(args)
     print(f"largest graph search: {args.budget_gib:g} GiB per process", flush=True)
+    # both sides under bench_env's fixed mmap threshold (sarlite.init then leaves it)
+    facts = records.run_facts(processes=max(args.workers), torch_threads=1,
+                              env=common.bench_env())
     dgl = search.largest("dgl", args.start_nodes)
     result = {"budget_gib": args.budget_gib, "precision": args.precision, "dgl": dgl,
               "max_rows_per_step": args.max_rows_per_step, "ratios": {}}
@@ -232,7 +244,7 @@ def main() -> None:
             if dgl["largest"] and result[system]["largest"] else None
     result["ratio"] = result["ratios"].get("sar4")       # the suite's target
     result.update(probes=search.log, seconds=search.elapsed(),
-                  date=time.strftime("%Y-%m-%d"), machine=machine(),
+                  date=time.strftime("%Y-%m-%d"), machine=machine(), facts=facts,
                   command="python -m benchmarks.largest " + " ".join(sys.argv[1:]))
     write(result, args.out)
     if not args.keep_cache:

@@ -27,7 +27,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import common
+from . import common, records
 from .cases import CHUNK_ROWS
 
 MiB = 2**20
@@ -172,15 +172,22 @@ def main(argv=None) -> int:
                         for key in ranks[0]["layers"][i]}
                        for i in range(len(ranks[0]["layers"]))]}
         print(f"growth {results[mode]['growth_mib']:.0f} MiB", flush=True)
-    common.write_summary(args.out, {"model": args.model, "world_size": args.world_size,
-                                    "num_nodes": args.num_nodes, "modes": results},
-                         report(results, args))
+    data = {"model": args.model, "world_size": args.world_size,
+            "num_nodes": args.num_nodes, "modes": results,
+            "command": "python -m benchmarks.layer_memory " + " ".join(
+                sys.argv[1:] if argv is None else argv),
+            "facts": records.run_facts(processes=args.world_size, env=common.user_env())}
+    common.write_summary(args.out, data, report(data))
     return 0
 
 
-def report(results: dict, args) -> str:
-    lines = [f"# Memory per layer: {args.model}, {args.num_nodes} nodes, N={args.world_size}",
-             "", "`python -m benchmarks.layer_memory " + " ".join(sys.argv[1:]) + "`", "",
+def report(data: dict) -> str:
+    """``summary.md``: a function of the record ``data`` (summary.json) alone."""
+    results = data["modes"]
+    lines = [f"# Memory per layer: {data['model']}, {data['num_nodes']} nodes, "
+             f"N={data['world_size']}", "", *records.header([data["facts"]]),
+             f"Allocator: {records.describe_allocator(data['facts']['allocator'])}.", "",
+             f"`{data['command']}`", "",
              "MiB, the largest worker's. Epoch growth: the measured epoch's peak above the "
              "resident size before it.", "",
              "| mode | epoch growth | layer | forward peak | kept for backward | "

@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.records import run_facts
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -77,7 +79,8 @@ def main() -> None:
           f"edge cut {ours['edge_cut'] / dgls['edge_cut']:.3f}x")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "partition_vs_dgl.json").write_text(json.dumps(
-        {"args": vars(args), "runs": rows}, indent=2))
+        {"args": vars(args), "runs": rows,
+         "facts": run_facts(processes=1, torch_threads=rows[-1]["torch_threads"])}, indent=2))
 
 
 if __name__ == "__main__":

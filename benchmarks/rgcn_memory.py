@@ -12,11 +12,13 @@ rows for the featureless types. Each run is its own process(es): DGL on the whol
 then sarlite (gloo, one thread per worker, METIS partitions cached in
 benchmarks/results/tmp) in the selected modes and world sizes. Memory is the suite's
 metric (benchmarks/worker.py): the RSS high-water mark during the timed epochs minus the
-RSS before them, the largest over the workers, in the suite's environment
-(``benchmarks.common.bench_env``: a fixed mmap threshold, so that freed tensors leave the
-RSS). The issue's goal: sar at N=4 grows at most 0.35x DGL's.
+RSS before them, the largest over the workers, in the users' environment
+(``benchmarks.common.user_env``: sarlite.init fixes glibc's mmap threshold in sarlite's
+workers, DGL keeps glibc's defaults; each run's record says so). The issue's goal: sar at
+N=4 grows at most 0.35x DGL's.
 
-Writes benchmarks/results/rgcn_memory.json and .md (the command is recorded in both).
+Writes benchmarks/results/rgcn_memory.json (the command and each run's facts,
+:func:`benchmarks.records.run_facts`) and .md (:func:`markdown` of the JSON alone).
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import common
+from . import common, records
 
 GOAL = 0.35
 
@@ -147,10 +149,29 @@ def _record(workers: list[dict]) -> dict:
             "peak_rss_mib": max(max(w["hwm_setup_mib"], w["peak_rss_mib"]) for w in workers)}
 
 
-def _report(rows: list[dict], command: str) -> str:
+def _sides(rows: list[dict]) -> list[str]:
+    """The header of the rows' facts: one machine and software (else ``ValueError``), each
+    side's threads and allocator."""
+    facts = [r["facts"] for r in rows]
+    if len({records.section_key(f) for f in facts}) != 1:
+        raise ValueError("rgcn_memory rows from different machines or software")
+    sides = []
+    for name, side in (("DGL", [f for r, f in zip(rows, facts) if r["run"] == "dgl"]),
+                       ("sarlite", [f for r, f in zip(rows, facts) if r["run"] != "dgl"])):
+        alloc = {records.describe_allocator(f["allocator"]) for f in side}
+        threads = {f["threads"]["torch_per_process"] for f in side}
+        if side:
+            sides.append(f"{name}: {', '.join(map(str, sorted(threads)))} torch thread(s) "
+                         f"per process, {'; '.join(sorted(alloc))}")
+    return records.header(facts) + ["Threads and allocator: " + " | ".join(sides) + "."]
+
+
+def markdown(data: dict) -> str:
+    """``rgcn_memory.md``: a function of the record ``data`` (rgcn_memory.json) alone."""
+    rows, command = data["rows"], data["command"].strip()
     dgl_row = next(r for r in rows if r["run"] == "dgl")
     lines = ["# R-GCN on the synthetic ogbn-mag-shaped graph: sarlite against DGL", "",
-             f"`{command}`", "",
+             *_sides(rows), "", f"`{command}`", "",
              "| run | epoch (s) | growth (MiB) | growth / DGL | peak RSS (MiB) |",
              "|---|---|---|---|---|"]
     for r in rows:
@@ -199,18 +220,21 @@ def main(argv: list[str] | None = None) -> int:
         else:
             cmd = common.torchrun(world, "benchmarks.rgcn_memory",
                                   ["--worker", mode, "--config", str(configs[world]), *extra])
-        row = dict(_record(common.run_json(cmd, args.timeout, num_procs=world)), run=label)
+        env = common.user_env()
+        facts = records.run_facts(processes=world, torch_threads=1, env=env,
+                                  sarlite_init=mode != "dgl")
+        row = dict(_record(common.run_json(cmd, args.timeout, num_procs=world, env=env)),
+                   run=label, facts=facts)
         print(f"epoch {row['median_epoch_s']:.2f} s, growth {row['growth_mib']:.0f} MiB",
               flush=True)
         rows.append(row)
     command = "python -m benchmarks.rgcn_memory " + " ".join(argv if argv is not None
                                                                else sys.argv[1:])
     out = common.RESULTS / "rgcn_memory"
-    out.with_suffix(".json").write_text(json.dumps({"command": command, "papers": args.papers,
-                                                    "hidden": args.hidden, "rows": rows},
-                                                   indent=1))
-    out.with_suffix(".md").write_text(_report(rows, command.strip()))
-    print(_report(rows, command.strip()))
+    data = {"command": command, "papers": args.papers, "hidden": args.hidden, "rows": rows}
+    out.with_suffix(".json").write_text(json.dumps(data, indent=1))
+    out.with_suffix(".md").write_text(markdown(data))
+    print(markdown(data))
     return 0
 
 

@@ -7,23 +7,32 @@
 For every case of the suite (a graph and a model, see benchmarks/cases.py) it trains, in
 this one invocation and with the same initial parameters:
 
-* single-process DGL on the unpartitioned graph (mode ``dgl``);
+* single-process DGL on the unpartitioned graph (mode ``dgl``), once per thread count
+  its comparisons need: a sarlite run on N workers is set against DGL with
+  ``min(N, cores)`` torch threads (``OMP_NUM_THREADS`` the same), the cores N one-thread
+  workers can use on this machine (run ``dgl T=t``);
 * sarlite in modes sar, sa and one-shot on N = 1, 2 and 4 torchrun workers (gloo, one
   thread per worker, METIS partitions made once and cached in benchmarks/results/tmp).
+* both sides under the allocator policy ``--allocator`` names (default ``own-defaults``:
+  each side as its users have it; ``fixed-both``: glibc's mmap threshold fixed at 128 KiB
+  for both; see :data:`benchmarks.common.ALLOCATOR_POLICIES`).
 * in the full suite, on the SAGE homophilous and uniform cases, extra runs
-  (``--no-extras`` leaves them out): sar on N = 8, ``sar-chunked`` (sar with
-  ``max_rows_per_step``) on N = 2, 4, 8 and ``sar-bf16``/``sar-fp16`` (16-bit halos) on
-  N = 2, 4; on the GAT case, ``budget`` on N = 4: ``engine.memory_budget`` set to 1.05x
-  the larger peak per worker of the sar and one-shot runs at N = 4 of the same
-  invocation, so the planner has room for one-shot layers (its plan is in the record);
-  on the SAGE and GCN 100k cases, ``sar-torch`` and ``one-shot-torch`` on N = 2: sar and
-  one-shot on sarlite's torch kernels (``engine.kernels: torch``) instead of DGL's.
-  The variants can also be named in ``--modes``. With the extras and the SAGE 100k case,
-  the full suite also makes the sampled-training comparison of
-  :mod:`benchmarks.sampled` (sarlite N=2 against single-process DGL, three pairs of
-  runs, into ``OUT/sampled``, about two minutes).
+  (``--no-extras`` leaves them out): sar on N = 8 (also on the power-law case),
+  ``sar-chunked`` (sar with ``max_rows_per_step``) on N = 2, 4, 8 and
+  ``sar-bf16``/``sar-fp16`` (16-bit halos) on N = 2, 4; on the GAT case, ``budget`` on
+  N = 4: ``engine.memory_budget`` set to 1.05x the larger peak per worker of the sar
+  and one-shot runs at N = 4 of the same invocation, so the planner has room for
+  one-shot layers (its plan is in the record); on the SAGE and GCN 100k cases,
+  ``sar-torch`` and ``one-shot-torch`` on N = 2: sar and one-shot on sarlite's torch
+  kernels (``engine.kernels: torch``) instead of DGL's. The variants can also be named
+  in ``--modes``. With the extras and the SAGE 100k case, the full suite also makes the
+  sampled-training comparison of :mod:`benchmarks.sampled` (sarlite N=2 against
+  single-process DGL, three pairs of runs, into ``OUT/sampled``, about two minutes).
 
-Each run is its own set of processes, so a peak is that run's alone. Per run it records
+Each run is its own set of processes, so a peak is that run's alone. Every record stores
+the run's facts (:func:`benchmarks.records.run_facts`: commit, date, machine, software,
+threads, allocator) and each worker's own (:func:`benchmarks.records.process_facts`). Per
+run it records
 the median epoch time over the timed epochs after the warm-up, per-worker memory (RSS
 high-water mark, its growth during the timed epochs, and on CUDA the torch allocator's
 peak; on CPU torch exposes no allocator counter, so RSS is the measure), the halo bytes
@@ -34,7 +43,9 @@ Output, in --out (default benchmarks/results/<suite>): runs/<case>/<run>.json (o
 run, per-worker detail included), summary.md (table with ratios against DGL and against
 the bound; targets with PASS/FAIL and margin), summary.json, and plots/<case>.png (memory
 per worker and epoch time against N, per mode). The report covers every run JSON in the
-directory, so partial runs add to or replace earlier ones; --fresh starts empty.
+directory, so partial runs add to or replace earlier ones (records of another machine,
+software or allocator policy go into their own section); --fresh starts empty.
+``python -m benchmarks.report --check`` regenerates every summary from its records.
 A run that fails or times out is reported as failed and the suite goes on; the exit
 status is then 1.
 """
@@ -42,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -50,11 +62,11 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from . import common
+from . import common, records
 from .bound import expected_bytes, layer_exchanges, lower_bound
 from .cases import (BUDGET_MARGIN, EXTRAS, FROM_PEAKS, MODES, SAMPLED_CASE, SUITES, VARIANTS,
                     WORLD_SIZES, Case, base_mode)
-from .report import HALO_KINDS, write_report
+from .report import HALO_KINDS, dgl_label, write_report
 
 
 def _worker_args(case: Case, pipeline_depth: int, device: str,
@@ -67,7 +79,9 @@ def _worker_args(case: Case, pipeline_depth: int, device: str,
 
 def summarise(case: Case, mode: str, world: int, workers: list[dict],
               halo_nodes: list[int]) -> dict:
-    """One run's record: per-worker maxima, per-epoch time (slowest worker), traffic."""
+    """One run's record: per-worker maxima, per-epoch time (slowest worker), traffic;
+    ``peak_rss_all_mib`` is the sum of the workers' peaks, an upper bound on the peak of
+    all workers together (each worker's peak may fall at another moment)."""
     epochs = [max(w["epoch_times"][i] for w in workers) for i in range(case.epochs)]
     sent = [w["traffic_per_epoch"] for w in workers]
     halo = sum(v["sent"] for t in sent for k, v in t.items() if k in HALO_KINDS)
@@ -78,11 +92,11 @@ def summarise(case: Case, mode: str, world: int, workers: list[dict],
     def top(key):
         values = [w[key] for w in workers if w[key] is not None]
         return max(values) if values else None
+    peaks = [max(w["hwm_setup_mib"], w["peak_rss_mib"]) for w in workers]
     return {"case": case.name, "model": case.model, "params": asdict(case), "mode": mode,
-            "world_size": world,
-            "run": "dgl" if mode == "dgl" else f"{mode} N={world}",
+            "world_size": world, "run": _label(mode, world),
             "median_epoch_s": statistics.median(epochs), "epoch_times": epochs,
-            "peak_rss_mib": max(max(w["hwm_setup_mib"], w["peak_rss_mib"]) for w in workers),
+            "peak_rss_mib": max(peaks), "peak_rss_all_mib": sum(peaks),
             "growth_mib": top("growth_mib"),
             "allocator_peak_mib": top("allocator_peak_mib"),
             "allocator_growth_mib": top("allocator_growth_mib"),
@@ -91,8 +105,16 @@ def summarise(case: Case, mode: str, world: int, workers: list[dict],
             "halo_nodes": halo_nodes, "bound_bytes": lower_bound(halo_nodes, exchanges),
             "expected_bytes": 0 if mode == "dgl" else
             expected_bytes(halo_nodes, exchanges, case.model, _layer_modes(mode, workers)),
-            "memory_plan": workers[0].get("memory_plan"),
-            "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"), "workers": workers}
+            "memory_plan": workers[0].get("memory_plan"), "workers": workers}
+
+
+def _label(mode: str, world: int) -> str:
+    """``dgl T=t`` (``world``: DGL's threads) or ``<mode> N=<world>``."""
+    return dgl_label(world) if mode == "dgl" else f"{mode} N={world}"
+
+
+def _file_name(label: str) -> str:
+    return label.replace(" ", "_").replace("=", "") + ".json"
 
 
 def _layer_modes(mode: str, workers: list[dict]) -> str | list[str]:
@@ -109,7 +131,7 @@ def _engine_fields(settings: dict, args) -> dict:
 
 def _peak(runs_dir: Path, run: str) -> float:
     """The peak RSS per worker (MiB) of an earlier run of this case and invocation."""
-    path = runs_dir / f"{run.replace(' ', '_').replace('=', '')}.json"
+    path = runs_dir / _file_name(run)
     record = json.loads(path.read_text()) if path.exists() else {}
     if "peak_rss_mib" not in record:
         raise RuntimeError(f"the budget run needs a finished {run} run of this case "
@@ -138,17 +160,22 @@ def _halo_nodes(config: Path) -> list[int]:
 
 
 def run_plan(case: Case, modes: list[str], world_sizes: list[int],
-             extras: tuple[tuple[str, tuple[int, ...]], ...] = ()) -> list[tuple[str, int]]:
-    """``(mode or variant, N)`` of every run of ``case``: DGL first, then the selected
-    modes at the selected N, then the case's ``extras`` (from :data:`EXTRAS`) not already
-    there; a budget run brings the sar and one-shot runs its budget comes from."""
-    plan = ([("dgl", 1)] if "dgl" in modes else []) + [
-        (m, n) for n in world_sizes for m in modes if m != "dgl"]
+             extras: tuple[tuple[str, tuple[int, ...]], ...] = (),
+             cores: int | None = None) -> list[tuple[str, int]]:
+    """``(mode or variant, N)`` of every run of ``case``: first ``("dgl", t)`` for each
+    thread count ``t = min(N, cores)`` of the sarlite runs (``cores``: this machine's if
+    ``None``; with no sarlite run, ``t = 1``), then the selected modes at the selected N,
+    then the case's ``extras`` (from :data:`EXTRAS`) not already there; a budget run
+    brings the sar and one-shot runs its budget comes from."""
+    cores = os.cpu_count() if cores is None else cores
+    plan = [(m, n) for n in world_sizes for m in modes if m != "dgl"]
     plan += [(m, n) for m, sizes in extras for n in sizes if (m, n) not in plan]
     rest = [run for run in plan if run[0] != "budget"]
     budget = [run for run in plan if run[0] == "budget"]
     sources = [(m, n) for _, n in budget for m in ("sar", "one-shot") if (m, n) not in rest]
-    return rest + sources + budget
+    sarlite = rest + sources + budget
+    threads = sorted({min(n, cores) for _, n in sarlite} or {1})
+    return [("dgl", t) for t in threads if "dgl" in modes] + sarlite
 
 
 def run_case(case: Case, plan: list[tuple[str, int]], args, out: Path,
@@ -162,14 +189,20 @@ def run_case(case: Case, plan: list[tuple[str, int]], args, out: Path,
                                 args.cache)
     for mode, world in plan:
         counter[0] += 1
-        label = "dgl" if mode == "dgl" else f"{mode} N={world}"
+        label = _label(mode, world)
         print(f"[{counter[0]}/{total}] {case.name} {label} ...", end=" ", flush=True)
         start = time.perf_counter()
+        threads = world if mode == "dgl" else 1
+        env = common.suite_env(threads, args.allocator)
+        facts = records.run_facts(processes=1 if mode == "dgl" else world,
+                                  torch_threads=threads, env=env,
+                                  sarlite_init=mode != "dgl")
         try:
             if mode == "dgl":
                 halo = [0]
                 workers = common.run_json([sys.executable, "-m", "benchmarks.worker", "--mode",
-                                           "dgl", "--graph", str(graph), *extra], args.timeout)
+                                           "dgl", "--graph", str(graph), "--threads",
+                                           str(threads), *extra], args.timeout, env=env)
             else:
                 _, config = common.cached_partition(case.num_nodes, case.avg_degree,
                                                     case.feat_dim, world, case.graph,
@@ -179,14 +212,16 @@ def run_case(case: Case, plan: list[tuple[str, int]], args, out: Path,
                 workers = common.run_json(common.torchrun(
                     world, "benchmarks.worker", ["--mode", base_mode(mode), "--config",
                                                  str(config), *extra, *_flags(settings)]),
-                    args.timeout, num_procs=world)
+                    args.timeout, num_procs=world, env=env)
             record = summarise(case, mode, world, workers, halo)
             record.update(pipeline_depth=args.pipeline_depth, device=args.device,
+                          threads=threads,
                           **_engine_fields(settings if mode != "dgl" else {}, args))
         except (RuntimeError, subprocess.TimeoutExpired) as err:
             ok = False
             record = {"case": case.name, "model": case.model, "mode": mode,
-                      "world_size": world, "run": label, "error": str(err)[-2000:]}
+                      "world_size": world, "run": label, "threads": threads,
+                      "error": str(err)[-2000:]}
             print(f"FAILED after {time.perf_counter() - start:.0f} s: "
                   f"{str(err).splitlines()[0][:200]}", flush=True)
         else:
@@ -197,8 +232,8 @@ def run_case(case: Case, plan: list[tuple[str, int]], args, out: Path,
                   f"MiB, halo {record['halo_bytes_per_epoch'] / 2**20:.1f} MiB/epoch{vs}, "
                   f"CPU steal {record['cpu_steal_pct']:.0f}%",
                   flush=True)
-        name = label.replace(" ", "_").replace("=", "")
-        (runs_dir / f"{name}.json").write_text(json.dumps(record, indent=1))
+        record.update(allocator_policy=args.allocator, facts=facts)
+        (runs_dir / _file_name(label)).write_text(json.dumps(record, indent=1))
     return ok
 
 
@@ -237,7 +272,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-extras", action="store_true",
                         help="leave out the suite's extra runs (full suite: sar N=8, "
                         "sar-chunked N=2,4,8, sar-bf16/fp16 N=2,4 on the SAGE homophilous "
-                        "and uniform cases; budget N=4 on the GAT case; sar-torch and "
+                        "and uniform cases; sar N=8 on the power-law case; budget N=4 on "
+                        "the GAT case; sar-torch and "
                         "one-shot-torch N=2 on the SAGE and GCN 100k cases; the sampled-"
                         "training comparison, sarlite N=2 against DGL, on the SAGE 100k "
                         "graph)")
@@ -254,6 +290,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--halo-dtype", choices=("float32", "bfloat16", "float16"),
                         default="float32", help="type halo rows travel in (engine."
                         "halo_dtype); not float32: no longer exact")
+    parser.add_argument("--allocator", choices=common.ALLOCATOR_POLICIES,
+                        default="own-defaults", help="allocator policy of both sides "
+                        "(default own-defaults: sarlite's workers as sarlite.init sets "
+                        "glibc, DGL with glibc's defaults; fixed-both: "
+                        "MALLOC_MMAP_THRESHOLD_=131072 for both)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="cuda: worker r on GPU r mod #GPUs, gloo still carries the "
                              "exchanges; allocator peaks are then measured")

@@ -21,13 +21,17 @@ writes ``rank<r>.json`` into ``--result-dir`` with:
   and the RSS is the measure;
 * ``traffic_per_epoch``: ``{kind: {"sent", "received"}}`` bytes per timed epoch from
   :mod:`sarlite.comm.traffic`;
+* ``process``: the threads and allocator setting this process ran with
+  (:func:`benchmarks.records.process_facts`);
 * ``memory_plan``: with ``--memory-budget``, the plan (budget, estimate, each layer's
   choice, every rank's measurements), made by a calibration pass before the warm-up, as
   ``sarlite train`` makes it; else ``null``.
 
-Runs start in the users' environment (:func:`benchmarks.common.user_env`, no allocator
-variables): sarlite's workers fix glibc's mmap threshold in ``sarlite.init`` so that freed
-tensors leave the RSS; single-process DGL runs with glibc's defaults, as its users do.
+Runs start in the environment their launcher gives them (:func:`benchmarks.common.user_env`
+by default, no allocator variables): sarlite's workers then fix glibc's mmap threshold in
+``sarlite.init`` so that freed tensors leave the RSS, and single-process DGL runs with
+glibc's defaults, as its users do. ``--threads`` (default 1) sets the torch threads: the
+suite gives single-process DGL as many as sarlite's workers use cores.
 """
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ import argparse
 import os
 import time
 
-from . import common
+from . import common, records
 
 MODES = ("dgl", "sar", "sa", "one-shot")
 
@@ -139,7 +143,7 @@ def run(args) -> None:
 
     import sarlite
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     device = _device(args.device)
     if args.mode == "dgl":
@@ -178,7 +182,8 @@ def run(args) -> None:
     if args.memory_budget is not None:
         graph, plan = _planned(graph, inputs, model, args.memory_budget, num_train)
     result = _train(graph, inputs, model, args, num_train, sync, device)
-    result.update(rank=rank, device=str(device), memory_plan=plan)
+    result.update(rank=rank, device=str(device), memory_plan=plan,
+                  process=records.process_facts())
     common.write_result(args.result_dir, rank, result)
     if args.mode != "dgl":
         sarlite.finalize()
@@ -214,6 +219,9 @@ def main() -> None:
                         help="engine.kernels (sarlite modes): DGL's or sarlite's torch "
                              "message-passing kernels (auto: DGL's on CPU)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads of this process (torch.set_num_threads; the "
+                             "launcher sets OMP_NUM_THREADS to match); default 1")
     args = parser.parse_args()
     whole = args.graph is not None or args.dataset is not None
     if (args.mode == "dgl") != whole or (args.mode != "dgl") != (args.config is not None):

@@ -5,6 +5,7 @@ keeps the benchmark code from rotting and checks that the traffic it reports is 
 traffic the analytic model of each mode predicts, byte for byte.
 """
 import json
+import os
 import subprocess
 import sys
 
@@ -18,7 +19,8 @@ from sarlite.partition.report import partition_report
 
 CASES = ["sage-homophilous-100k", "gat-homophilous-100k"]
 NUM_NODES, HIDDEN, WORLD = 1500, 128, 2
-RUNS = ["dgl", f"sar N={WORLD}", f"one-shot N={WORLD}", f"sar-torch N={WORLD}"]
+DGL = f"dgl T={min(WORLD, os.cpu_count())}"         # DGL on the cores the workers use
+RUNS = [DGL, f"sar N={WORLD}", f"one-shot N={WORLD}", f"sar-torch N={WORLD}"]
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +40,8 @@ def suite(tmp_path_factory):
 
 
 def _records(out):
-    return {(r["case"], r["run"]): r
-            for r in json.loads((out / "summary.json").read_text())["runs"]}
+    sections = json.loads((out / "summary.json").read_text())["sections"]
+    return {(r["case"], r["run"]): r for s in sections for r in s["runs"]}
 
 
 def _tiny(case):
@@ -62,7 +64,11 @@ def test_every_run_writes_a_record_with_one_entry_per_worker(suite):
                 run_name.replace(" ", "_").replace("=", "") + ".json")
             record = json.loads(path.read_text())
             assert "error" not in record
-            assert len(record["workers"]) == (1 if run_name == "dgl" else WORLD)
+            assert len(record["workers"]) == (1 if run_name == DGL else WORLD)
+            assert record["facts"]["threads"]["processes"] == len(record["workers"])
+            threads = record["facts"]["threads"]["torch_per_process"]
+            assert [w["process"]["torch_threads"] for w in record["workers"]] == \
+                [threads] * len(record["workers"])
             assert len(record["epoch_times"]) == 3
             assert all(t > 0 for t in record["epoch_times"])
             assert record["peak_rss_mib"] >= max(w["rss_before_mib"] for w in record["workers"])
@@ -108,8 +114,8 @@ def test_summary_table_lists_every_run_and_every_target(suite):
     for case in CASES:
         for run_name in RUNS + [f"budget N={WORLD}"]:
             assert f"| {_tiny(case)} | {run_name} |" in text
-    targets = [t for t in json.loads((suite / "summary.json").read_text())["targets"]
-               if t["case"] in map(_tiny, CASES)]      # not the largest-graph search's
+    targets = [t for s in json.loads((suite / "summary.json").read_text())["sections"]
+               for t in s["targets"]]
     assert len(targets) == (4 + 2) * len(CASES)        # the budget run's two included
     for target in targets:
         assert f"| {target['target']} | {target['case']} |" in text
@@ -175,19 +181,27 @@ def test_the_run_plan_adds_the_suite_extras_once_after_the_selected_runs():
     from benchmarks.cases import EXTRAS
     case = run.SUITES["full"][0]
     extras = EXTRAS["full"][case.name]
-    plan = run.run_plan(case, ["dgl", "sar"], [2, 8], extras)
-    assert plan[:3] == [("dgl", 1), ("sar", 2), ("sar", 8)]
+    plan = run.run_plan(case, ["dgl", "sar"], [2, 8], extras, cores=2)
+    assert plan[:3] == [("dgl", 2), ("sar", 2), ("sar", 8)]
     assert len(plan) == len(set(plan))                 # sar N=8 is not run twice
     assert ("sar-chunked", 4) in plan and ("sar-fp16", 2) in plan
-    assert run.run_plan(case, ["dgl", "sar"], [2]) == [("dgl", 1), ("sar", 2)]
+    assert run.run_plan(case, ["dgl", "sar"], [2], cores=2) == [("dgl", 2), ("sar", 2)]
+
+
+def test_the_run_plan_gives_dgl_one_run_per_thread_count_min_of_n_and_cores():
+    case = run.SUITES["quick"][0]
+    plan = run.run_plan(case, ["dgl", "sar"], [1, 2, 4, 8], cores=2)
+    assert [p for p in plan if p[0] == "dgl"] == [("dgl", 1), ("dgl", 2)]
+    plan = run.run_plan(case, ["dgl", "sar"], [1, 2, 4], cores=16)
+    assert [p for p in plan if p[0] == "dgl"] == [("dgl", 1), ("dgl", 2), ("dgl", 4)]
 
 
 def test_a_budget_run_comes_after_the_sar_and_one_shot_runs_its_budget_comes_from():
     from benchmarks.cases import BUDGET_RUNS
-    plan = run.run_plan(run.SUITES["full"][0], ["dgl", "budget", "sar"], [4])
-    assert plan == [("dgl", 1), ("sar", 4), ("one-shot", 4), ("budget", 4)]
-    plan = run.run_plan(run.SUITES["full"][0], ["dgl"], [2], BUDGET_RUNS)
-    assert plan == [("dgl", 1), ("sar", 4), ("one-shot", 4), ("budget", 4)]
+    plan = run.run_plan(run.SUITES["full"][0], ["dgl", "budget", "sar"], [4], cores=4)
+    assert plan == [("dgl", 4), ("sar", 4), ("one-shot", 4), ("budget", 4)]
+    plan = run.run_plan(run.SUITES["full"][0], ["dgl"], [2], BUDGET_RUNS, cores=4)
+    assert plan == [("dgl", 4), ("sar", 4), ("one-shot", 4), ("budget", 4)]
 
 
 def test_a_budget_is_resolved_from_the_larger_peak_of_sar_and_one_shot(tmp_path):
