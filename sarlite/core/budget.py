@@ -327,7 +327,9 @@ def plan_memory(graph, layers: Sequence[torch.nn.Module],
     the plan for ``budget`` (bytes or a size such as ``"3GiB"``): the peak resident memory
     each worker may reach while training, for ``graph`` (a :class:`GraphShardManager` or
     a :class:`HeteroGraphShardManager`). Collective: every rank calls it with the same
-    budget, before training.
+    budget, before training, and after making the optimizer (and anything else training
+    builds once): the calibration counts what the process holds then, and torch's first
+    optimizer alone imports modules worth tens of MiB.
 
     Raises
     ------
