@@ -153,8 +153,18 @@ def pull_rows(ids: torch.Tensor, policy: Policy,
         rows = serve(local)
     else:
         rows = like.new_empty((ids.shape[0],) + like.shape[1:])
-    received = _from_bytes(pending.wait(), like)
-    return rows.index_copy_(0, remote_at, take_rows(received, inverse))
+    return _put_rows(rows, remote_at, _from_bytes(pending.wait(), like), inverse)
+
+
+def _put_rows(rows: torch.Tensor, at: torch.Tensor, distinct: torch.Tensor,
+              inverse: torch.Tensor) -> torch.Tensor:
+    """``rows`` with ``rows[at[j]] = distinct[inverse[j]]`` for every ``j``; when each row
+    of ``distinct`` is used once (``inverse`` is a permutation) it is copied straight to
+    its place, without first gathering them in ``at``'s order."""
+    if inverse.numel() == distinct.shape[0]:
+        to = torch.empty_like(at).index_copy_(0, inverse, at)
+        return rows.index_copy_(0, to, distinct)
+    return rows.index_copy_(0, at, take_rows(distinct, inverse))
 
 
 def push_rows(ids: torch.Tensor, values: torch.Tensor, policy: Policy,
