@@ -108,3 +108,51 @@ def test_the_yaml_engine_section_takes_max_rows_per_step():
     assert EngineConfig(max_rows_per_step=4096).max_rows_per_step == 4096
     with pytest.raises(ValueError, match="max_rows_per_step"):
         EngineConfig(max_rows_per_step=0)
+
+
+def test_the_default_step_size_is_auto_and_none_means_whole_shards():
+    from sarlite.core import EngineOptions
+    assert EngineOptions().max_rows_per_step == "auto"
+    assert EngineOptions(max_rows_per_step=None).max_rows_per_step == "whole"
+    assert EngineOptions(max_rows_per_step="whole").max_rows_per_step == "whole"
+    with pytest.raises(ValueError, match="'auto'"):
+        EngineOptions(max_rows_per_step="half")
+
+
+def test_auto_steps_are_a_twelfth_of_the_fewest_rows_a_rank_holds_but_at_least_the_floor():
+    from sarlite.core.options import AUTO_STEP_DIVISOR, AUTO_STEP_FLOOR, step_rows
+    assert step_rows("auto", (100, 50)) == AUTO_STEP_FLOOR           # small graphs
+    big = (AUTO_STEP_FLOOR * AUTO_STEP_DIVISOR * 3, AUTO_STEP_FLOOR * AUTO_STEP_DIVISOR * 2)
+    assert step_rows("auto", big) == AUTO_STEP_FLOOR * 2              # the fewest rows
+    assert step_rows("whole", big) is None and step_rows(7, big) == 7
+
+
+def _default_and_whole(rank, world, config, state):
+    data = sarlite.load_partition_data(config)
+    outs = []
+    for rows in (None, "whole"):                 # the default (auto), then whole shards
+        g = sarlite.construct_full_graph(data, max_rows_per_step=rows)
+        conv = dglnn.SAGEConv(4, 3, "mean")
+        conv.load_state_dict(state)
+        x = data.node_features["feat"].clone().requires_grad_()
+        out = conv(g, x)
+        out.sum().backward()
+        sarlite.all_reduce_gradients(conv)
+        steps = sarlite.core.sar_op.ShardSet(tuple(g.shards), g.plan, g.in_degrees(),
+                                            g.engine_options()).steps
+        outs.append((out.detach(), x.grad, conv.fc_neigh.weight.grad, len(steps)))
+    return outs
+
+
+def test_by_default_a_bad_cut_runs_in_steps_and_gives_the_whole_shard_results(tmp_path):
+    from sarlite.core.options import AUTO_STEP_DIVISOR, AUTO_STEP_FLOOR
+    num_nodes = 2 * AUTO_STEP_FLOOR * AUTO_STEP_DIVISOR + 600   # > floor x divisor per rank
+    g = random_graph(num_nodes=num_nodes, num_edges=4 * num_nodes)
+    sarlite.partition_graph(g, "g", 2, tmp_path, part_method="random")
+    torch.manual_seed(0)
+    state = dglnn.SAGEConv(4, 3, "mean").state_dict()
+    (auto, whole), _ = spawn(_default_and_whole, 2, str(tmp_path / "g.json"), state,
+                             timeout=180)
+    assert whole[3] == 2 and auto[3] > 2           # a remote shard of > 1024 rows, in steps
+    for got, want in zip(auto[:3], whole[:3]):
+        torch.testing.assert_close(got, want, **TOL)

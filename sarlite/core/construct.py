@@ -16,6 +16,7 @@ from .options import OptionsSource, current, resolve_options
 from .distributed_block import DistributedBlock
 from .manager import GraphShardManager
 from .hetero import HeteroGraphShardManager
+from .kernels import narrow
 from .shards import assemble_shards, build_shards, global_out_degrees, request_rows
 
 
@@ -88,7 +89,7 @@ def _relation_graph(data: PartitionData, c_etype: tuple[str, str, str], mode: st
         node_ranges=data.type_ranges[src_type] if src_type == dst_type else None,
         in_degrees=in_degrees.to(device), out_degrees=out_degrees.to(device),
         edata={k: v.to(device) for k, v in data.edge_frames[c_etype].items()},
-        edge_ids=torch.cat([e.eids for e in edges]),
+        edge_ids=narrow(torch.cat([e.eids for e in edges]), book._num_edges()),
         global_counts=(book._num_nodes(src_type), book._num_edges(c_etype)),
         relation=c_etype)
 
@@ -259,6 +260,7 @@ def _block_view(data, c_etype, picked, asked, inputs, outputs, degrees, mode, op
         out_degrees=out_degrees[inputs[src_type]].to(device),
         edata={k: v[mask].to(device) for k, v in data.edge_frames[c_etype].items()},
         is_block=True,
-        edge_ids=torch.cat([e.eids[m] for e, m in zip(data.relations[c_etype], masks)]),
+        edge_ids=narrow(torch.cat([e.eids[m] for e, m in zip(data.relations[c_etype], masks)]),
+                        data.partition_book._num_edges()),
         input_nodes=inputs[src_type].to(device), output_nodes=outputs[dst_type].to(device),
         relation=c_etype)

@@ -16,7 +16,7 @@ import torch
 from ..comm import all_to_all_rows, rank
 from .local_blocks import BlockCache, resolve
 from .graph_view import ShardedGraphBase
-from .kernels import EdgeIndex
+from .kernels import EdgeIndex, narrow
 from .message import check_all_edges, check_layer, is_udf, message_inputs
 from .options import EngineOptions, OptionsSource, current
 
@@ -109,14 +109,15 @@ class DistributedBlock(ShardedGraphBase):
         me = rank()
         halo = [0 if s.src_part == me else s.rows.numel() for s in shards]
         offsets = torch.tensor([0] + halo[:-1]).cumsum(0).tolist()
+        bounds = (num_src + sum(halo), num_dst, sum(s.num_edges for s in shards))
         src, dst = [], []
         for shard, offset in zip(shards, offsets):
-            compact, local_dst = shard.index.src, shard.index.dst
+            compact = narrow(shard.index.src, *bounds)
             # the local shard already indexes this rank's source tensor
-            src.append(compact if shard.src_part == me else num_src + offset + compact)
-            dst.append(local_dst)
+            src.append(compact if shard.src_part == me else compact + (num_src + offset))
+            dst.append(narrow(shard.index.dst, *bounds))
         index = EdgeIndex(torch.cat(src).to(in_degrees.device),
-                          torch.cat(dst).to(in_degrees.device), num_src + sum(halo), num_dst)
+                          torch.cat(dst).to(in_degrees.device), bounds[0], num_dst)
         return cls(index, plan, halo, num_src, in_degrees, out_degrees, edata, is_block,
                    global_counts, edge_ids, input_nodes, output_nodes, options=options,
                    relation=relation)

@@ -51,7 +51,9 @@ class ShardedGraphBase:
         ``(num_dst,)`` global in-degrees; ``out_degrees``: ``(num_src,)`` global
         out-degrees.
     edge_dst:
-        ``(num_edges,)`` destination index of every edge, in edge order.
+        ``(num_edges,)`` destination index of every edge, in edge order; or a function
+        that builds it when asked (a manager's: its shards' destinations, held once
+        there), with ``num_edges`` given.
     is_block:
         True for message-flow graphs (separate source and destination data).
     global_counts:
@@ -65,7 +67,8 @@ class ShardedGraphBase:
                  out_degrees: torch.Tensor, edge_dst: torch.Tensor,
                  edata: dict[str, torch.Tensor] | None = None, is_block: bool = False,
                  global_counts: tuple[int, int] | None = None,
-                 relation: tuple[str, str, str] | None = None):
+                 relation: tuple[str, str, str] | None = None, *,
+                 num_edges: int | None = None):
         self._global_counts = global_counts
         self._num_src, self._num_dst = num_src, num_dst
         self.is_block = is_block
@@ -74,6 +77,7 @@ class ShardedGraphBase:
         self._in_degrees = in_degrees
         self._out_degrees = out_degrees
         self._edge_dst = edge_dst
+        self._num_edges = edge_dst.numel() if num_edges is None else num_edges
         self._srcdata: dict[str, torch.Tensor] = {}
         self._dstdata: dict[str, torch.Tensor] = {} if self._split else self._srcdata
         self._edata: dict[str, torch.Tensor] = dict(edata or {})
@@ -145,7 +149,11 @@ class ShardedGraphBase:
         return self._num_dst
 
     def num_edges(self, etype=None) -> int:
-        return self._edge_dst.numel()
+        return self._num_edges
+
+    def _edge_destinations(self) -> torch.Tensor:
+        """``(num_edges,)``: the destination of every edge, in edge order."""
+        return self._edge_dst() if callable(self._edge_dst) else self._edge_dst
 
     # -- batch information: one graph, counted over all workers -------------------------
     @property
@@ -221,7 +229,8 @@ class ShardedGraphBase:
         device = torch.device(device)
         self._in_degrees = self._in_degrees.to(device)
         self._out_degrees = self._out_degrees.to(device)
-        self._edge_dst = self._edge_dst.to(device)
+        if not callable(self._edge_dst):
+            self._edge_dst = self._edge_dst.to(device)
         for data in self._data_dicts():
             for key, value in data.items():
                 data[key] = value.to(device)
@@ -274,8 +283,9 @@ class ShardedGraphBase:
         Needs no communication: every in-edge of an owned node is owned.
         """
         if self._softmax_graph is None:      # edges from their destination to it
+            edge_dst = self._edge_destinations()
             self._softmax_graph = BlockCache(EdgeIndex(
-                self._edge_dst, self._edge_dst, self.num_dst_nodes(), self.num_dst_nodes()))
+                edge_dst, edge_dst, self.num_dst_nodes(), self.num_dst_nodes()))
         kernels = resolve(self.engine_options().kernels, self.device)
         if kernels == "torch":
             return kernel_edge_softmax(self._softmax_graph.index, logits)

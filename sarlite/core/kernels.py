@@ -46,6 +46,19 @@ _EDGE_CHUNK = 1 << 24          # elements of one chunk of edges (max/min winners
                                # gradients of the sparse products)
 
 
+def index_dtype(*bounds: int) -> torch.dtype:
+    """The narrowest id type that holds ids below every one of ``bounds`` (node and edge
+    counts): ``int32`` below 2**31, else ``int64``. Shards and blocks keep their edges in
+    it, and DGL builds its sparse formats in the graph's id type, so a shard of fewer
+    than 2**31 nodes and edges costs half the bytes per edge."""
+    return torch.int32 if max(bounds, default=0) < 2 ** 31 else torch.int64
+
+
+def narrow(ids: torch.Tensor, *bounds: int) -> torch.Tensor:
+    """``ids`` in :func:`index_dtype` of ``bounds`` (no copy when it already is)."""
+    return ids.to(index_dtype(*bounds))
+
+
 @dataclass(frozen=True)
 class EdgeIndex:
     """A graph's edges as index tensors: edge ``i`` runs from source ``src[i]`` to

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from .kernels import EdgeIndex
+from .kernels import EdgeIndex, copy_sum_back
 from .torch_block import TorchBlock
 
 
@@ -66,3 +66,21 @@ class BlockCache:
         if kernels not in self._blocks:
             self._blocks[kernels] = make_block(self.index, kernels)
         return self._blocks[kernels]
+
+    def sum_back(self, kernels: str, grad: torch.Tensor) -> torch.Tensor:
+        """``(num_src, ...)``: ``grad`` ``(num_dst, ...)`` summed back along every edge to
+        its source, on ``kernels``, with the structure the forward block already holds.
+
+        The torch kernels read the block's sparse rows transposed. DGL's run on the
+        forward block's graph reversed, as DGL's own ``copy_u_sum`` backward does: the
+        reversed graph shares the forward graph's sparse formats, so the rows by source
+        (CSR) are built once, on the forward graph, and no second graph is held.
+        """
+        block = self.get(kernels)
+        if kernels == "torch":
+            return copy_sum_back(block.adjacency, grad)
+        from dgl.backend import gspmm
+        graph = block._graph            # DGL's graph index (the C++ graph)
+        if "csr" not in block.formats()["created"]:
+            graph.create_formats_()     # the rows by source, kept with the forward graph
+        return gspmm(graph.reverse(), "copy_lhs", "sum", grad, None)

@@ -47,10 +47,9 @@ class GraphShardManager(ShardedGraphBase):
                  output_nodes: torch.Tensor | None = None, *,
                  options: OptionsSource = EngineOptions(),
                  relation: tuple[str, str, str] | None = None):
-        edge_dst = torch.cat([s.index.dst for s in shards]) if shards else \
-            torch.zeros(0, dtype=torch.int64)
-        super().__init__(num_src, num_dst, in_degrees, out_degrees, edge_dst, edata,
-                         is_block, global_counts, relation)
+        super().__init__(num_src, num_dst, in_degrees, out_degrees, self._shard_destinations,
+                         edata, is_block, global_counts, relation,
+                         num_edges=sum(s.num_edges for s in shards))
         self._options = options
         self.engine_options()                   # check now, not at the first layer
         self.shards = shards
@@ -59,6 +58,13 @@ class GraphShardManager(ShardedGraphBase):
         self._edge_ids = edge_ids
         self.input_nodes, self.output_nodes = input_nodes, output_nodes
         self._sampling_graph = self._merged = None
+
+    def _shard_destinations(self) -> torch.Tensor:
+        """``(num_edges,)``: every edge's destination, in shard order (built when asked;
+        the shards hold it)."""
+        if not self.shards:
+            return torch.zeros(0, dtype=torch.int64, device=self.device)
+        return torch.cat([s.index.dst for s in self.shards])
 
     def engine_options(self) -> EngineOptions:
         """The options the next ``update_all``/``apply_edges`` runs with (asked of the
@@ -191,7 +197,7 @@ class GraphShardManager(ShardedGraphBase):
                 dst.append(block_dst + self._node_ranges[me, 0])
             graph = dgl.graph((torch.cat(src), torch.cat(dst)),
                               num_nodes=int(self._node_ranges[-1, 1]))
-            graph.edata[dgl.EID] = self._edge_ids.to(graph.device)
+            graph.edata[dgl.EID] = self._edge_ids.to(graph.device, torch.int64)
             self._sampling_graph = graph
         return self._sampling_graph
 

@@ -38,11 +38,42 @@ def check_max_rows(rows: int | None) -> int | None:
     return rows
 
 
-def check_step_rows(rows: int | None) -> int | None:
-    if rows is not None and (not isinstance(rows, int) or isinstance(rows, bool) or rows < 1):
-        raise ValueError(f"max_rows_per_step must be a positive integer or None (a whole "
-                         f"shard per step), got {rows!r}")
+#: ``max_rows_per_step="auto"`` (the default): a step fetches at most the fewest
+#: destination rows any rank holds divided by this (so the halo rows in flight stay a
+#: small part of a layer's own activations, on any cut) ...
+AUTO_STEP_DIVISOR = 12
+#: ... and never fewer than this many rows (small graphs keep whole shards).
+AUTO_STEP_FLOOR = 1024
+
+
+def check_step_rows(rows: int | str | None) -> int | str:
+    """``rows`` as :class:`EngineOptions` holds it: a positive int, ``"auto"``, or
+    ``"whole"`` (``None`` is taken as ``"whole"``)."""
+    if rows is None:
+        return "whole"
+    if rows in ("auto", "whole"):
+        return rows
+    if not isinstance(rows, int) or isinstance(rows, bool) or rows < 1:
+        raise ValueError(f"max_rows_per_step must be a positive integer, 'auto' (the "
+                         f"default: a size from the halo and the rows each rank holds) or "
+                         f"'whole' / None (a whole shard per ring round), got {rows!r}")
     return rows
+
+
+def step_rows(setting: int | str, dst_counts) -> int | None:
+    """The rows per step that ``setting`` (see :func:`check_step_rows`) gives on a graph
+    whose ranks hold ``dst_counts`` destination rows each; ``None``: whole shards.
+
+    ``"auto"`` is ``max(AUTO_STEP_FLOOR, ceil(min(dst_counts) / AUTO_STEP_DIVISOR))``: a
+    shard whose rows fit in one such step still runs whole (a good cut costs nothing),
+    a larger one (a bad cut) in steps of that size. Every rank computes the same value.
+    """
+    if setting == "whole":
+        return None
+    if setting == "auto":
+        fewest = min(dst_counts, default=0)
+        return max(AUTO_STEP_FLOOR, -(-fewest // AUTO_STEP_DIVISOR))
+    return setting
 
 
 def check_halo_dtype(dtype) -> torch.dtype | None:
@@ -86,7 +117,9 @@ class EngineOptions:
     ``max_rows_per_step``: a remote shard's rows are fetched, used and freed in chunks of
     at most this many rows (forward, rematerialized backward and the gradients sent
     back), so the transient memory of a step follows the chunk, not the cut; results stay
-    exact (``None``: a whole shard per ring round).
+    exact. ``"auto"`` (the default) picks the size from the graph (:func:`step_rows`):
+    shards of a good cut run whole, those of a bad cut in steps of a twelfth of the
+    fewest rows a rank holds; ``"whole"`` (or ``None``): a whole shard per ring round.
     ``kernels``: ``"dgl"`` runs each shard's message passing on DGL's kernels, ``"torch"``
     on sarlite's own (:mod:`sarlite.core.kernels`: torch operations, on any device; the
     DGL that pip installs has no CUDA kernels); ``None`` or ``"auto"``: DGL's on the CPU,
@@ -97,14 +130,14 @@ class EngineOptions:
     pipeline_depth: int = 1
     max_collective_rows: int | None = None
     halo_dtype: torch.dtype | None = None
-    max_rows_per_step: int | None = None
+    max_rows_per_step: int | str = "auto"
     kernels: str | None = None
 
     def __post_init__(self):
         check_mode(self.mode)
         check_depth(self.pipeline_depth)
         check_max_rows(self.max_collective_rows)
-        check_step_rows(self.max_rows_per_step)
+        object.__setattr__(self, "max_rows_per_step", check_step_rows(self.max_rows_per_step))
         object.__setattr__(self, "halo_dtype", check_halo_dtype(self.halo_dtype))
         object.__setattr__(self, "kernels", check_kernels(self.kernels))
 

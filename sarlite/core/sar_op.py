@@ -31,12 +31,10 @@ from dataclasses import dataclass
 
 import dgl.function as fn
 import torch
-from dgl.ops import copy_u_sum
 
 from .capture import Captures
-from .kernels import copy_sum_back
 from .message import is_copy_src
-from .options import EngineOptions
+from .options import EngineOptions, step_rows
 from .shards import GraphShard, RingPlan, Step
 
 FETCH_KIND, GRAD_KIND = "sar_fetch", "sar_grad"
@@ -61,13 +59,17 @@ class ShardSet:
     kernels: str = "dgl"
 
     @property
+    def step_rows(self) -> int | None:
+        """The rows per step the options give on this graph (``None``: whole shards)."""
+        return step_rows(self.options.max_rows_per_step, self.plan.dst_counts)
+
+    @property
     def steps(self) -> tuple[Step, ...]:
-        return self.plan.steps(self.options.max_rows_per_step)
+        return self.plan.steps(self.step_rows)
 
     def piece(self, step: Step) -> GraphShard:
         """The shard, or the chunk of it, that ``step`` aggregates."""
-        return self.shards[step.shard].chunks(self.options.max_rows_per_step,
-                                              step.chunks)[step.chunk]
+        return self.shards[step.shard].chunks(self.step_rows, step.chunks)[step.chunk]
 
     def fetched(self, tensors, kind: str):
         """``(step, piece, fetched rows)`` for every step; see :meth:`RingPlan.fetched`."""
@@ -537,9 +539,7 @@ def _transposed_sum(piece: GraphShard, kernels: str, grad_agg: torch.Tensor
     """``copy_u`` + ``sum``'s source gradient: the output gradient summed back along the
     piece's edges, at its source rows."""
     grad = grad_agg if piece.dst_index is None else grad_agg[piece.dst_index]
-    if kernels == "torch":          # the forward block's sparse rows, read transposed
-        return copy_sum_back(piece.block(kernels).adjacency, grad)
-    return copy_u_sum(piece.reverse_block(), grad)
+    return piece.sum_back(kernels, grad)
 
 
 def _grads(outputs, grad_outputs, inputs) -> list:

@@ -18,7 +18,7 @@ import torch
 
 from ..comm import all_gather_object, all_to_all_rows, rank, ring_exchange, world_size
 from .local_blocks import BlockCache
-from .kernels import EdgeIndex
+from .kernels import EdgeIndex, narrow
 
 
 class GraphShard:
@@ -54,7 +54,6 @@ class GraphShard:
         self.edge_index = edge_index
         self.dst_index = dst_index
         self._blocks = BlockCache(index)
-        self._reversed = BlockCache(index.reversed())
         self._has_in_edges = None
         self._chunks = {}
 
@@ -77,10 +76,11 @@ class GraphShard:
             self._has_in_edges = self.index.in_degrees() > 0
         return self._has_in_edges
 
-    def reverse_block(self):
-        """The shard with edges reversed (destinations as sources) as a DGL block, built
-        once (the torch kernels read the block's own sparse rows transposed instead)."""
-        return self._reversed.get("dgl")
+    def sum_back(self, kernels: str, grad: torch.Tensor) -> torch.Tensor:
+        """``(num_src, ...)``: ``grad`` ``(num_dst, ...)`` summed back along the edges to
+        their sources (the source gradient of ``copy_u`` + ``sum``), on the formats of
+        the forward block (:meth:`BlockCache.sum_back`): no second graph."""
+        return self._blocks.sum_back(kernels, grad)
 
     def chunks(self, max_rows: int, count: int) -> tuple["GraphShard", ...]:
         """The shard split by source row into ``count`` chunks (built once per size).
@@ -111,9 +111,10 @@ class GraphShard:
             eids = order[bounds[c]:bounds[c + 1]]
             lo, hi = min(c * max_rows, num_rows), min((c + 1) * max_rows, num_rows)
             reached, compact = torch.unique(dst[eids], return_inverse=True)
-            index = EdgeIndex(src[eids] - lo, compact, hi - lo, reached.numel())
+            index = EdgeIndex(src[eids] - lo, compact.to(dst.dtype), hi - lo,
+                              reached.numel())
             pieces.append(GraphShard(self.src_part, self.rows[lo:hi], index,
-                                     self.edge_slice, eids, reached))
+                                     self.edge_slice, eids, reached.long()))
         return tuple(pieces)
 
     def to(self, device) -> "GraphShard":
@@ -157,13 +158,16 @@ class RingPlan:
     ``num_recv[j]`` is the number of rows we receive from ``j``. ``counts[i][k]`` is the
     number of rows rank ``i`` sends to rank ``k`` (every rank's, so that all ranks agree
     on how many calls a round split by ``max_rows`` takes, without asking each other).
+    ``dst_counts[i]``: the destination rows of rank ``i``'s graph (the same on every
+    rank: the automatic step size is computed from them).
     """
 
     def __init__(self, send_idx: list[torch.Tensor], num_recv: list[int],
-                 counts: Sequence[Sequence[int]]):
+                 counts: Sequence[Sequence[int]], dst_counts: Sequence[int] = ()):
         self.send_idx = send_idx
         self.num_recv = num_recv
         self.counts = tuple(tuple(row) for row in counts)
+        self.dst_counts = tuple(dst_counts)
         self.me = rank()
         self.size = world_size()
         self._steps = {}
@@ -174,7 +178,7 @@ class RingPlan:
 
     def to(self, device) -> "RingPlan":
         return RingPlan([None if idx is None else idx.to(device) for idx in self.send_idx],
-                        self.num_recv, self.counts)
+                        self.num_recv, self.counts, self.dst_counts)
 
     def steps(self, step_rows: int | None) -> tuple["Step", ...]:
         """The exchange steps of one pass, in order (the same number on every rank).
@@ -334,7 +338,8 @@ def assemble_shards(shard_edges: list[tuple[torch.Tensor, torch.Tensor]], unique
                     ) -> tuple[list[GraphShard], RingPlan]:
     """The shards and ring plan once every rank knows where the rows it serves are:
     ``positions[k]`` are the rows of this rank's source tensors that rank ``k`` reads
-    (``num_src`` rows in all). Collective (one gather of the send counts)."""
+    (``num_src`` rows in all). Collective (one gather of the send and destination
+    counts)."""
     me = rank()
     shards, offset = [], 0
     for j, ((_, dst), (rows, compact)) in enumerate(zip(shard_edges, uniques)):
@@ -342,14 +347,17 @@ def assemble_shards(shard_edges: list[tuple[torch.Tensor, torch.Tensor]], unique
             src, num_rows = positions[me][compact], num_src
         else:
             src, num_rows = compact, rows.numel()
-        index = EdgeIndex(src, dst, num_rows, num_dst).to(device)
+        bounds = (num_rows, num_dst, dst.numel())
+        index = EdgeIndex(narrow(src, *bounds), narrow(dst, *bounds), num_rows,
+                          num_dst).to(device)
         shards.append(GraphShard(j, rows, index, (offset, offset + dst.numel())))
         offset += dst.numel()
     send_idx = [None if k == me else rows.contiguous().to(device)
                 for k, rows in enumerate(positions)]
-    counts = all_gather_object([0 if idx is None else idx.numel() for idx in send_idx],
-                               kind="setup")
-    return shards, RingPlan(send_idx, [shard.index.num_src for shard in shards], counts)
+    gathered = all_gather_object(([0 if idx is None else idx.numel() for idx in send_idx],
+                                  num_dst), kind="setup")
+    return shards, RingPlan(send_idx, [shard.index.num_src for shard in shards],
+                            [sent for sent, _ in gathered], [dst for _, dst in gathered])
 
 
 def global_out_degrees(shard_src: list[torch.Tensor], node_ranges: torch.Tensor

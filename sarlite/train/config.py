@@ -98,10 +98,13 @@ class EngineConfig(_Section):
     max_collective_rows: Optional[int] = Field(
         None, description="rows per peer in one collective call; larger exchanges are "
         "split (null: no bound)")
-    max_rows_per_step: Optional[int] = Field(
-        None, description="rows of a remote shard fetched, used and freed at once "
+    max_rows_per_step: Union[Annotated[int, Field(ge=1)], Literal["auto", "whole"],
+                             None] = Field(
+        "auto", description="rows of a remote shard fetched, used and freed at once "
         "(forward, rematerialized backward, gradients); bounds transient memory by the "
-        "chunk, not the cut; exact (null: a whole shard per ring round)")
+        "chunk, not the cut; exact (auto: whole shards on a good cut, steps of a twelfth "
+        "of the fewest rows a worker holds on a bad one; whole or null: a whole shard "
+        "per ring round)")
     halo_dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="type halo rows and their gradients travel in; bfloat16 / "
         "float16 halve the bytes but are no longer exact (float32: exact)")
@@ -126,7 +129,7 @@ class EngineConfig(_Section):
             return self
         parse_bytes(self.memory_budget)
         chosen = [f"engine.mode={self.mode}"] if self.mode != "sar" else []
-        if self.max_rows_per_step is not None:
+        if self.max_rows_per_step != "auto":
             chosen.append(f"engine.max_rows_per_step={self.max_rows_per_step}")
         if chosen:
             raise ValueError(f"engine.memory_budget chooses each layer's mode and rows per "
