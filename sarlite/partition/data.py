@@ -231,16 +231,13 @@ def partition_data_from(graph: dgl.DGLGraph, node_feats: dict, edge_feats: dict,
         has the wrong number of rows or names no type of the graph.
     """
     part, num_parts = book.partid, book.num_partitions()
-    src, dst, eids = owned_edges(graph)
-    check_owned(source, book, dst, eids)
-    etype, eids = book.map_to_per_etype(eids)
-    _, src = book.map_to_per_ntype(src)
-    _, dst = book.map_to_per_ntype(dst)
+    typed = _typed_owned_edges(graph, book, source)
     relations, edge_rows = {}, {}
-    for t, c_etype in enumerate(book.canonical_etypes):
-        mine = etype == t
-        shards = group_by_source(book.nid2partid(src[mine], c_etype[0]), src[mine],
-                                 dst[mine], eids[mine], num_parts)
+    for c_etype in book.canonical_etypes:
+        src, dst, eids = typed.pop(c_etype)          # held no longer than needed
+        shards = group_by_source(book.nid2partid(src, c_etype[0]), src, dst, eids,
+                                 num_parts)
+        del src, dst, eids
         relations[c_etype] = shards
         first = int(_typewise(book.typed_edge_ranges(c_etype))[part, 0])
         edge_rows[c_etype] = torch.cat([s.eids for s in shards]) - first
@@ -251,6 +248,23 @@ def partition_data_from(graph: dgl.DGLGraph, node_feats: dict, edge_feats: dict,
         relations=relations, node_frames=_node_frames(source, node_feats, book, owned),
         edge_frames=_edge_frames(source, edge_feats, book, edge_rows),
         graph_name=graph_name, partition_graph=graph)
+
+
+def _typed_owned_edges(graph: dgl.DGLGraph, book: RangePartitionBook, source: str
+                       ) -> dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """``{c_etype: (src, dst, eids)}``: the owned edges of each relation in type-wise ids.
+    A graph of one node and one edge type has type-wise ids equal to its homogeneous
+    ids, so its edges are taken as they are (no per-type copies: at load, the largest
+    transient of a worker's memory)."""
+    src, dst, eids = owned_edges(graph)
+    check_owned(source, book, dst, eids)
+    if len(book.ntypes) == 1 and len(book.canonical_etypes) == 1:
+        return {book.canonical_etypes[0]: (src, dst, eids)}
+    etype, eids = book.map_to_per_etype(eids)
+    _, src = book.map_to_per_ntype(src)
+    _, dst = book.map_to_per_ntype(dst)
+    return {c: (src[etype == t], dst[etype == t], eids[etype == t])
+            for t, c in enumerate(book.canonical_etypes)}
 
 
 def _split_key(key: str, types: list, resolve=lambda kind: kind):
