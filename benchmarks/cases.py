@@ -53,6 +53,8 @@ BUDGET_MARGIN = 1.05
 # Engine variants besides the plain modes.
 VARIANTS: dict[str, Variant] = {
     "sar-chunked": Variant("sar", (("max_rows_per_step", CHUNK_ROWS),)),
+    # the default before steps were sized automatically: a whole shard per ring round
+    "sar-whole": Variant("sar", (("max_rows_per_step", "whole"),)),
     "sar-bf16": Variant("sar", (("halo_dtype", "bfloat16"),)),
     "sar-fp16": Variant("sar", (("halo_dtype", "float16"),)),
     "budget": Variant("sar", (("memory_budget", FROM_PEAKS),)),
@@ -64,7 +66,8 @@ VARIANTS: dict[str, Variant] = {
 # (mode or variant, world sizes). N=8 runs fine for memory on 2 cores (its epoch times
 # are those of 8 processes sharing 2 cores).
 EXTRA_RUNS: tuple[tuple[str, tuple[int, ...]], ...] = (
-    ("sar", (8,)), ("sar-chunked", (2, 4, 8)), ("sar-bf16", (2, 4)), ("sar-fp16", (2, 4)))
+    ("sar", (8,)), ("sar-whole", (2, 4)), ("sar-chunked", (2, 4, 8)), ("sar-bf16", (2, 4)),
+    ("sar-fp16", (2, 4)))
 # The default's N=8 run on the power-law case (the goals' growth at N=8 is set on the
 # homophilous, power-law and uniform graphs; the other two have it among EXTRA_RUNS).
 N8_RUNS: tuple[tuple[str, tuple[int, ...]], ...] = (("sar", (8,)),)

@@ -35,9 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import common
+from . import common, records
 from .capped import run_capped
-from .report import machine
 
 PAPERS = {"num_nodes": 111_059_956, "num_edges": 3_231_371_744, "feat_dim": 128,
           "num_classes": 172}
@@ -59,6 +58,7 @@ def measure(nodes: int, degree: float, workers: int, cache: Path, timeout: float
         "--mode", "sar", "--config", str(config), "--model", "sage", "--hidden", str(HIDDEN),
         "--num-classes", str(PAPERS["num_classes"]), "--batch-norm", "--warmup", "1",
         "--epochs", "1", "--result-dir", str(result_dir)])
+    facts = records.run_facts(workers, 1, common.user_env())
     run = run_capped(cmd, 20 * 1024, 20 * 1024, timeout, common.user_env(), cwd=common.ROOT)
     if run.status != "ok":
         raise RuntimeError(f"{nodes} nodes, degree {degree}: {run.status}\n"
@@ -69,7 +69,7 @@ def measure(nodes: int, degree: float, workers: int, cache: Path, timeout: float
         rows.append({"num_nodes": nodes, "degree": degree, "rank": r,
                      "owned_nodes": report.owned_nodes[r], "owned_edges": report.owned_edges[r],
                      "halo_nodes": report.halo_nodes[r], "epoch_s": w["epoch_times"][0],
-                     "peak_mib": max(w["hwm_setup_mib"], w["peak_rss_mib"])})
+                     "peak_mib": max(w["hwm_setup_mib"], w["peak_rss_mib"]), "facts": facts})
     return rows
 
 
@@ -93,11 +93,15 @@ def project(model: dict) -> list[dict]:
     return out
 
 
-def _md(result: dict) -> str:
+def markdown(result: dict) -> str:
+    """papers100m_projection.md from papers100m_projection.json."""
     m = result["fit"]
+    facts = [r["facts"] for r in result["runs"] if r.get("facts")]
+    allocator = records.describe_allocator(facts[0]["allocator"]) if facts else "not recorded"
     lines = ["# ogbn-papers100M: per-worker memory projected from measurements", "",
-             f"Measured {result['date']} on {result['machine']}; `{result['command']}`; "
-             f"{result['seconds']:.0f} s.", "",
+             *records.header(facts),
+             f"Command: `{result['command']}`; {result['seconds']:.0f} s. Allocator: "
+             f"{allocator}; engine options: the defaults.", "",
              f"Runs: sarlite sar on {result['workers']} torchrun workers, GraphSAGE-mean "
              f"3 x {HIDDEN} with batch norm, {FEAT_DIM} features, "
              f"{PAPERS['num_classes']} classes, homophilous synthetic graphs; peak RSS per "
@@ -149,15 +153,14 @@ def main() -> None:
             print(f"  peaks {[round(r['peak_mib']) for r in rows[-args.workers:]]} MiB",
                   flush=True)
     model = fit(rows)
-    result = {"date": time.strftime("%Y-%m-%d"), "machine": machine(),
-              "command": "python -m benchmarks.papers100m_projection " + " ".join(sys.argv[1:]),
+    result = {"command": "python -m benchmarks.papers100m_projection " + " ".join(sys.argv[1:]),
               "workers": args.workers, "runs": rows, "fit": model,
               "projection": project(model), "papers100m": PAPERS,
               "seconds": time.time() - start}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "papers100m_projection.json").write_text(json.dumps(result, indent=1))
-    (args.out / "papers100m_projection.md").write_text(_md(result))
-    print(_md(result))
+    (args.out / "papers100m_projection.md").write_text(markdown(result))
+    print(markdown(result))
 
 
 if __name__ == "__main__":

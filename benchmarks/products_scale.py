@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import common
+from . import common, records
 from .capped import run_capped
 from .report import machine
 
@@ -140,20 +140,29 @@ def _partition_child(tool: str, data_dir: str, parts: int, out: str, result: str
         "metis_max_edges": metis_max_edges}))
 
 
+def _parts_dir(work: Path, tool: str, parts: int) -> Path:
+    return work / f"parts_{tool}_p{parts}"
+
+
 def partition(args, work: Path) -> list[dict]:
+    """Each of ``args.tools`` from the files on disk to written partitions, into every
+    part count of ``args.parts`` (DGL's: the first only), each in a capped process tree."""
     rows = []
-    for tool in (*SARLITE_RUNS, "dgl"):
-        out, result = work / f"parts_{tool}", work / f"partition_{tool}.json"
+    jobs = [(tool, parts) for tool in args.tools for parts in
+            (args.parts if tool in SARLITE_RUNS else args.parts[:1])]
+    for tool, parts in jobs:
+        out, result = _parts_dir(work, tool, parts), work / f"partition_{tool}_p{parts}.json"
         shutil.rmtree(out, ignore_errors=True)
         result.unlink(missing_ok=True)
-        print(f"partition: {tool} ...", flush=True)
+        print(f"partition: {tool} into {parts} parts ...", flush=True)
         cmd = [sys.executable, "-m", "benchmarks.products_scale", "--child-partition", tool,
-               "--data-dir", str(args.data_dir), "--parts", str(args.parts),
+               "--data-dir", str(args.data_dir), "--parts", str(parts),
                "--child-out", str(out), "--child-result", str(result)]
+        facts = records.run_facts(1, 1, common.user_env(), sarlite_init=False)
         run = run_capped(cmd, args.cap_gib * 1024, args.cap_gib * 1024, args.timeout,
                          common.user_env(), cwd=common.ROOT)
-        row = {"tool": tool, "status": run.status, "watched_peak_gib": run.peak_process_mib
-               / 1024, "wall_s": run.seconds}
+        row = {"tool": tool, "parts": parts, "status": run.status, "facts": facts,
+               "watched_peak_gib": run.peak_process_mib / 1024, "wall_s": run.seconds}
         if run.status == "ok":
             row.update(json.loads(result.read_text()))
             from sarlite import partition_report
@@ -167,32 +176,56 @@ def partition(args, work: Path) -> list[dict]:
     return rows
 
 
+def _train_runs(args, work: Path) -> dict[str, list[str]]:
+    """The command of each system of ``args.systems``: sarlite sar on N torchrun workers
+    for each N of ``args.parts`` (from sarlite's N-part partition) and single-process DGL
+    with as many torch threads as the largest N's workers use cores."""
+    runs = {}
+    for parts in args.parts:
+        config = _parts_dir(work, "sarlite", parts) / "products.json"
+        runs[f"sarlite sar N={parts}"] = common.torchrun(
+            parts, "benchmarks.worker", ["--mode", "sar", "--config", str(config)])
+    threads = min(max(args.parts), os.cpu_count() or 1)
+    runs["dgl"] = [sys.executable, "-m", "benchmarks.worker", "--mode", "dgl", "--dataset",
+                   "ogbn-products", "--data-dir", str(args.data_dir),
+                   "--threads", str(threads)]
+    return {name: cmd for name, cmd in runs.items()
+            if name == "dgl" and "dgl" in args.systems
+            or name != "dgl" and "sarlite" in args.systems}
+
+
+def _processes_threads(system: str, args) -> tuple[int, int]:
+    """``(processes, torch threads each)`` of a system of :func:`_train_runs`."""
+    if system == "dgl":
+        return 1, min(max(args.parts), os.cpu_count() or 1)
+    return int(system.rsplit("=", 1)[1]), 1
+
+
 def train(args, work: Path) -> list[dict]:
     model = ["--model", "sage", "--hidden", str(args.hidden), "--num-classes",
              str(NUM_CLASSES), "--warmup", "1", "--epochs", "1"]
     rows = []
-    config = work / "parts_sarlite" / "products.json"
-    runs = {"sarlite sar": common.torchrun(args.parts, "benchmarks.worker",
-                                           ["--mode", "sar", "--config", str(config)]),
-            "dgl": [sys.executable, "-m", "benchmarks.worker", "--mode", "dgl",
-                    "--dataset", "ogbn-products", "--data-dir", str(args.data_dir)]}
-    for system, cmd in runs.items():
-        result_dir = work / f"train_{system.split()[0]}"
+    for system, cmd in _train_runs(args, work).items():
+        result_dir = work / f"train_{system.replace(' ', '_').replace('=', '')}"
         shutil.rmtree(result_dir, ignore_errors=True)
         result_dir.mkdir(parents=True)
         print(f"train: {system} ...", flush=True)
+        facts = records.run_facts(*_processes_threads(system, args), common.user_env(),
+                                  sarlite_init=system != "dgl")
         run = run_capped(cmd + model + ["--result-dir", str(result_dir)],
                          args.cap_gib * 1024, args.cap_gib * 1024, args.timeout,
                          common.user_env(), cwd=common.ROOT)
-        row = {"system": system, "status": run.status, "wall_s": run.seconds,
+        row = {"system": system, "status": run.status, "wall_s": run.seconds, "facts": facts,
                "watched_peak_process_gib": run.peak_process_mib / 1024,
                "watched_peak_total_gib": run.peak_total_mib / 1024}
         workers = common.read_results(result_dir) if run.status == "ok" else []
         if workers:
+            peaks = [max(w["hwm_setup_mib"], w["peak_rss_mib"]) / 1024 for w in workers]
             row.update(workers=len(workers),
                        epoch_s=max(w["epoch_times"][0] for w in workers),
-                       peak_worker_gib=max(max(w["hwm_setup_mib"], w["peak_rss_mib"])
-                                           for w in workers) / 1024)
+                       peak_worker_gib=max(peaks), peak_workers_sum_gib=sum(peaks),
+                       peak_setup_gib=max(w["hwm_setup_mib"] for w in workers) / 1024,
+                       peak_training_gib=max(w["peak_rss_mib"] for w in workers) / 1024)
         else:
             row["detail"] = run.output_tail[-800:]
         print(f"  {row}", flush=True)
@@ -202,16 +235,30 @@ def train(args, work: Path) -> list[dict]:
 
 # ------------------------------------------------------------------ report
 
-def _md(result: dict) -> str:
+def _allocators(rows: list[dict]) -> str:
+    """Each trained system's allocator policy, from its facts."""
+    said = {}
+    for r in rows:
+        if "system" in r and r.get("facts"):
+            who = "DGL" if r["system"] == "dgl" else "sarlite"
+            said.setdefault(who, records.describe_allocator(r["facts"]["allocator"]))
+    return "; ".join(f"{who}: {what}" for who, what in said.items()) or "not recorded"
+
+
+def markdown(result: dict) -> str:
+    """products_scale.md from products_scale.json."""
+    rows = [*(result.get("partition") or []),
+            *(r for entry in (result.get("train") or {}).values() for r in entry["runs"])]
     lines = ["# ogbn-products size from OGB's files: sarlite against DGL", "",
-             f"Measured {result['date']} on {result['machine']}; "
-             + "; then ".join(f"`{c}`" for c in result["commands"]) + ".",
+             *records.header([r["facts"] for r in rows if r.get("facts")]),
+             "Commands: " + "; then ".join(f"`{c}`" for c in result["commands"]) + ".",
              f"Synthetic planted-partition graph of {result['scale']:g} x ogbn-products' size "
              f"written in OGB's layout ({int(NUM_NODES * result['scale']):,} nodes, "
              f"{int(NUM_EDGES * result['scale']):,} undirected edges stored once, "
-             f"{FEAT_DIM} features, {NUM_CLASSES} classes); {result['parts']} parts; "
-             f"memory cap {result['cap_gib']} GiB per process tree. Environment as users "
-             f"have it (no allocator variables).", ""]
+             f"{FEAT_DIM} features, {NUM_CLASSES} classes); memory cap "
+             f"{result['cap_gib']} GiB per process tree. Environment as users have it "
+             f"(allocator: {_allocators(rows)}); sarlite's workers run one torch thread "
+             f"each, DGL as many as the most workers use cores.", ""]
     part = result.get("partition")
     if part:
         lines += ["## Files on disk to written partitions", "",
@@ -220,6 +267,7 @@ def _md(result: dict) -> str:
         for r in part:
             name = r["tool"] if r["tool"] == "dgl" else \
                 f"{r['tool']} (metis_max_edges={r.get('metis_max_edges')!r})"
+            name += f", {r.get('parts', result['parts'])} parts"
             peak = r.get("peak_rss_gib", r["watched_peak_gib"])
             over = ">" if r["status"] != "ok" else ""
             lines.append(f"| {name} | {r['status']} | {r.get('load_s', 0):.0f} | "
@@ -240,14 +288,22 @@ def _md(result: dict) -> str:
         lines += [f"## One epoch of GraphSAGE-mean 3 x {hidden}", "",
                   f"One warm-up and one timed epoch; every process tree capped at "
                   f"{entry['cap_gib']:g} GiB.", "",
-                  "| system | status | timed epoch (s) | peak RSS per process (GiB) | "
-                  "peak RSS of all processes (GiB) |", "|---|---|---|---|---|"]
+                  "| system | status | timed epoch (s) | peak RSS per process (GiB): "
+                  "loading + warm-up / timed epoch | peak RSS of all processes (GiB) | "
+                  "all processes vs DGL's peak |", "|---|---|---|---|---|---|"]
+        dgl = next((r for r in entry["runs"] if r["system"] == "dgl"
+                    and r["status"] == "ok"), None)
         for r in entry["runs"]:
             epoch = f"{r['epoch_s']:.0f}" if "epoch_s" in r else "-"
-            peak = r.get("peak_worker_gib", r["watched_peak_process_gib"])
             over = ">" if r["status"] != "ok" else ""
-            lines.append(f"| {r['system']} | {r['status']} | {epoch} | {over}{peak:.2f} | "
-                         f"{over}{r['watched_peak_total_gib']:.2f} |")
+            peak = f"{over}{r.get('peak_worker_gib', r['watched_peak_process_gib']):.2f}"
+            if "peak_setup_gib" in r:
+                peak += f" ({r['peak_setup_gib']:.2f} / {r['peak_training_gib']:.2f})"
+            total = r["watched_peak_total_gib"]
+            ratio = f"{total / dgl['watched_peak_total_gib']:.2f}x" \
+                if dgl is not None and r["status"] == "ok" else "-"
+            lines.append(f"| {r['system']} | {r['status']} | {epoch} | {peak} | "
+                         f"{over}{total:.2f} | {ratio} |")
         lines.append("")
     return "\n".join(lines) + "\n"
 
@@ -258,7 +314,15 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", type=Path, default=common.CACHE / "ogb",
                         help="where ogbn_products/ is written once and read from")
-    parser.add_argument("--parts", type=int, default=4)
+    parser.add_argument("--parts", type=int, nargs="+", default=[4],
+                        help="worker counts: sarlite partitions into each and trains on "
+                             "each (default 4)")
+    parser.add_argument("--tools", nargs="+", default=[*SARLITE_RUNS, "dgl"],
+                        choices=[*SARLITE_RUNS, "dgl"],
+                        help="partitioners the partition step measures (default all)")
+    parser.add_argument("--systems", nargs="+", default=["sarlite", "dgl"],
+                        choices=["sarlite", "dgl"],
+                        help="what the train step runs (default both)")
     parser.add_argument("--scale", type=float, default=1.0,
                         help="fraction of ogbn-products' size to write (a quick try: 0.01; "
                              "use its own --data-dir)")
@@ -277,7 +341,7 @@ def main() -> None:
     parser.add_argument("--child-result", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_partition:
-        _partition_child(args.child_partition, str(args.data_dir), args.parts,
+        _partition_child(args.child_partition, str(args.data_dir), args.parts[0],
                          args.child_out, args.child_result)
         return
     steps = set(args.steps.split(","))
@@ -311,8 +375,8 @@ def main() -> None:
         result["train"] = trained
     args.out.mkdir(parents=True, exist_ok=True)
     result_path.write_text(json.dumps(result, indent=1))
-    (args.out / "products_scale.md").write_text(_md(result))
-    print(_md(result))
+    (args.out / "products_scale.md").write_text(markdown(result))
+    print(markdown(result))
 
 
 if __name__ == "__main__":

@@ -192,6 +192,11 @@ def run(args) -> None:
         sarlite.finalize()
 
 
+def _step_size(text: str):
+    """``--max-rows-per-step``: an integer, or the names ``auto`` and ``whole``."""
+    return text if text in ("auto", "whole") else int(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -213,8 +218,9 @@ def main() -> None:
     parser.add_argument("--pipeline-depth", type=int, default=1)
     parser.add_argument("--halo-dtype", default="float32",
                         choices=("float32", "bfloat16", "float16"))
-    parser.add_argument("--max-rows-per-step", type=int, default=None,
-                        help="engine.max_rows_per_step (sarlite modes; default: whole shards)")
+    parser.add_argument("--max-rows-per-step", type=_step_size, default=None,
+                        help="engine.max_rows_per_step (sarlite modes): rows, 'auto' (the "
+                             "default) or 'whole' (a whole shard per ring round)")
     parser.add_argument("--memory-budget", default=None,
                         help="engine.memory_budget (mode sar; bytes or a size such as 1GiB): "
                              "each layer's graph from the plan, made before the warm-up")
@@ -232,7 +238,8 @@ def main() -> None:
                      "need --config")
     if args.epochs < 1 or args.warmup < 0:
         parser.error("need --epochs >= 1 and --warmup >= 0")
-    if args.memory_budget is not None and (args.mode != "sar" or args.max_rows_per_step):
+    if args.memory_budget is not None and (args.mode != "sar" or args.max_rows_per_step
+                                           not in (None, "auto")):
         parser.error("--memory-budget plans sar and one-shot layers itself: mode sar, "
                      "without --max-rows-per-step")
     run(args)
