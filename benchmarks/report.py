@@ -60,8 +60,8 @@ def dgl_label(threads: int) -> str:
     return f"dgl T={threads}"
 
 
-_ORDER = ("dgl", "sar", "sa", "one-shot", "sar-chunked", "sar-bf16", "sar-fp16", "budget",
-          "sar-torch", "one-shot-torch")
+_ORDER = ("dgl", "sar", "sa", "one-shot", "sar-whole", "sar-chunked", "sar-bf16",
+          "sar-fp16", "budget", "sar-torch", "one-shot-torch")
 
 
 def load_records(out: Path) -> list[dict]:
