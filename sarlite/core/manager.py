@@ -191,7 +191,7 @@ class GraphShardManager(ShardedGraphBase):
             me = self.plan.me
             src, dst = [], []
             for shard in self.shards:
-                block_src, block_dst = shard.index.src, shard.index.dst
+                block_src, block_dst = shard.index.src.long(), shard.index.dst.long()
                 rows = block_src if shard.src_part == me else shard.rows[block_src]
                 src.append(rows + self._node_ranges[shard.src_part, 0])
                 dst.append(block_dst + self._node_ranges[me, 0])

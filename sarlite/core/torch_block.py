@@ -65,9 +65,10 @@ class EdgeBatch:
         self.data = dict(block.edata)
 
     def edges(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(src, dst, eid)`` of the edges."""
+        """``(src, dst, eid)`` of the edges, int64 (the index may hold them narrower)."""
         index = self._index
-        return index.src, index.dst, torch.arange(index.num_edges, device=index.src.device)
+        return index.src.long(), index.dst.long(), torch.arange(index.num_edges,
+                                                                device=index.src.device)
 
     def batch_size(self) -> int:
         return self._index.num_edges
