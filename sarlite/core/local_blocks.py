@@ -61,6 +61,7 @@ class BlockCache:
     def __init__(self, index: EdgeIndex):
         self.index = index
         self._blocks: dict[str, object] = {}
+        self._reversed = None           # DGL's graph index of the "dgl" block, reversed
 
     def get(self, kernels: str):
         if kernels not in self._blocks:
@@ -80,7 +81,7 @@ class BlockCache:
         if kernels == "torch":
             return copy_sum_back(block.adjacency, grad)
         from dgl.backend import gspmm
-        graph = block._graph            # DGL's graph index (the C++ graph)
-        if "csr" not in block.formats()["created"]:
-            graph.create_formats_()     # the rows by source, kept with the forward graph
-        return gspmm(graph.reverse(), "copy_lhs", "sum", grad, None)
+        if self._reversed is None:      # once: the rows by source, kept with the forward
+            block._graph.create_formats_()          # graph, and its reversed view
+            self._reversed = block._graph.reverse()
+        return gspmm(self._reversed, "copy_lhs", "sum", grad, None)
