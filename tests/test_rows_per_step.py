@@ -40,15 +40,21 @@ def test_every_exchange_moves_at_most_the_bound_and_results_stay_exact(tmp_path,
     assert len(sizes) > 12 and max(sizes) <= bound     # many steps, none above the bound
 
 
-def _sage_mean_in_steps(rank, world, config, state, rows):
-    data = sarlite.load_partition_data(config)
+def _sage_mean_pass(data, state, rows):
+    """A SAGE-mean layer's forward and backward on the full graph with ``rows`` per step:
+    ``(graph, layer, output, input gradient)``."""
     g = sarlite.construct_full_graph(data, max_rows_per_step=rows)
     conv = dglnn.SAGEConv(4, 3, "mean")
     conv.load_state_dict(state)
     x = data.node_features["feat"].clone().requires_grad_()
     out = conv(g, x)
     out.sum().backward()
-    return out.detach(), x.grad
+    return g, conv, out.detach(), x.grad
+
+
+def _sage_mean_in_steps(rank, world, config, state, rows):
+    _, _, out, xgrad = _sage_mean_pass(sarlite.load_partition_data(config), state, rows)
+    return out, xgrad
 
 
 @pytest.mark.parametrize("rows", [1, 1000])
@@ -131,16 +137,11 @@ def _default_and_whole(rank, world, config, state):
     data = sarlite.load_partition_data(config)
     outs = []
     for rows in (None, "whole"):                 # the default (auto), then whole shards
-        g = sarlite.construct_full_graph(data, max_rows_per_step=rows)
-        conv = dglnn.SAGEConv(4, 3, "mean")
-        conv.load_state_dict(state)
-        x = data.node_features["feat"].clone().requires_grad_()
-        out = conv(g, x)
-        out.sum().backward()
+        g, conv, out, xgrad = _sage_mean_pass(data, state, rows)
         sarlite.all_reduce_gradients(conv)
         steps = sarlite.core.sar_op.ShardSet(tuple(g.shards), g.plan, g.in_degrees(),
                                             g.engine_options()).steps
-        outs.append((out.detach(), x.grad, conv.fc_neigh.weight.grad, len(steps)))
+        outs.append((out, xgrad, conv.fc_neigh.weight.grad, len(steps)))
     return outs
 
 
