@@ -317,6 +317,43 @@ def copy_sum_back(adjacency: Adjacency, grad: torch.Tensor) -> torch.Tensor:
     return _product(adjacency, grad.contiguous(), ones, False, transposed=True)
 
 
+def add_copied(out: torch.Tensor, dst: torch.Tensor, src: torch.Tensor,
+               rows: torch.Tensor) -> bool:
+    """``out[dst[e]] += rows[src[e]]`` for every edge ``e``, in place; ``False`` (and
+    nothing done) when the dtypes are not float32/float64 or ``out`` is not contiguous.
+
+    One sparse (COO) product added into ``out``: no message per edge and no aggregate
+    per destination is made, so its cost follows the edges, not the destinations. Sums
+    run in edge order per destination, as DGL's ``copy_u`` + ``sum`` kernel adds them.
+    Not differentiable (the engine's sequential passes call it without autograd).
+
+    ``out`` ``(D, *F)``, ``rows`` ``(S, *F)``; ``dst``/``src`` ``(E,)`` integer ids.
+
+    Example
+    -------
+    >>> out = torch.zeros(2, 1)
+    >>> add_copied(out, torch.tensor([1, 1]), torch.tensor([0, 1]), torch.tensor([[1.], [2.]]))
+    True
+    >>> out
+    tensor([[0.],
+            [3.]])
+    """
+    if (rows.dtype not in FUSED_DTYPES or out.dtype != rows.dtype
+            or not out.is_contiguous() or out.dim() == 0):
+        return False
+    if dst.shape[0] == 0:
+        return True
+    flat_out = out.view(out.shape[0], math.prod(out.shape[1:]))
+    flat_rows = rows.reshape(rows.shape[0], math.prod(rows.shape[1:]))
+    with warnings.catch_warnings():          # torch calls sparse tensors "beta"
+        warnings.simplefilter("ignore", UserWarning)
+        matrix = torch.sparse_coo_tensor(
+            torch.stack([dst.long(), src.long()]), rows.new_ones(dst.shape[0]),
+            (flat_out.shape[0], flat_rows.shape[0]), check_invariants=False)
+        flat_out.addmm_(matrix, flat_rows)
+    return True
+
+
 class _SumProduct(torch.autograd.Function):
     """``out[d] = sum over edges e into d of w[e] * x[src[e]]``, as sparse products.
 

@@ -19,7 +19,11 @@ With ``max_rows_per_step`` a remote shard is split by source row into chunks
 (:meth:`GraphShard.chunks <sarlite.core.shards.GraphShard.chunks>`), and every pass above
 runs step by step instead of round by round: a chunk's rows are fetched, used and freed,
 its aggregate added into the output at the destinations it reaches, its gradients sent
-back, before the next chunk's.
+back, before the next chunk's. For ``copy_u`` with ``sum``/``mean`` (GraphConv, SAGE) a
+chunk's rows are added along its edges straight into the accumulator, and its source
+gradient summed straight from the output gradient (:meth:`GraphShard.add_copied
+<sarlite.core.shards.GraphShard.add_copied>`): a step costs in proportion to its edges,
+with no aggregate or gathered gradient per destination it reaches.
 
 Every rank runs the same steps in the same order (the plan's collectives), also for empty
 shards, so the function is a collective in both passes.
@@ -175,7 +179,7 @@ def _dst_slices(dst_vals, piece: GraphShard):
     destinations a chunk reaches (gathered copies) for a chunk."""
     if piece.dst_index is None:
         return list(dst_vals)
-    return [v[piece.dst_index] for v in dst_vals]
+    return [v.index_select(0, piece.dst_index) for v in dst_vals]
 
 
 def _add_dst_grads(totals, piece: GraphShard, grads) -> None:
@@ -294,6 +298,12 @@ def _fold(reducer: str, state, shard: GraphShard, value, shard_index: int,
                 take, torch.full_like(old_winner, shard_index), old_winner)))
 
 
+def _copies_and_sums(message: Message) -> bool:
+    """True for ``copy_u`` + ``sum``/``mean``: a chunk's aggregate can be added straight
+    into the accumulator (:meth:`GraphShard.add_copied`)."""
+    return message.reducer in ("sum", "mean") and is_copy_src(message.func)
+
+
 def _finish(graph: ShardSet, reducer: str, state):
     acc, winner = state
     if reducer == "mean":
@@ -307,8 +317,8 @@ def _finish(graph: ShardSet, reducer: str, state):
 def _shard_grad(reducer: str, grad_agg, winner, shard_index: int, piece: GraphShard):
     """The gradient of one step's aggregate, given the folded result's gradient."""
     if piece.dst_index is not None:
-        grad_agg = grad_agg[piece.dst_index]
-        winner = winner[piece.dst_index] if winner is not None else None
+        grad_agg = grad_agg.index_select(0, piece.dst_index)
+        winner = winner.index_select(0, piece.dst_index) if winner is not None else None
     if reducer in ("sum", "mean"):
         return grad_agg
     return grad_agg * (winner == shard_index).to(grad_agg.dtype)
@@ -339,6 +349,7 @@ def _forward(graph: ShardSet, message: Message, values, declared, keep_graph: bo
         dst_vals = [t.detach() for t in dst_vals]
         edge_vals = [t.detach() for t in edge_vals]
     capture = Captures(declared) if message.udf and torch.is_grad_enabled() else None
+    copies = not keep_graph and _copies_and_sums(message)
     state, per_step, fetched_leaves, rng_states = (None, None), {}, {}, {}
     for step, piece, fetched in graph.fetched(src_vals, FETCH_KIND):
         if keep_graph:
@@ -346,6 +357,9 @@ def _forward(graph: ShardSet, message: Message, values, declared, keep_graph: bo
             fetched_leaves[step.index] = fetched
         if _idle(step, piece):
             continue
+        if copies and piece.dst_index is not None and state[0] is not None and \
+                piece.add_copied(state[0], fetched[0]):
+            continue                      # a chunk's copy_u + sum, added in place
         piece_edges = _edge_slices(edge_vals, piece)
         piece_dst = _dst_slices(dst_vals, piece)
         if capture is not None and not keep_graph:
@@ -496,8 +510,8 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
     if reducer is not None:
         grad_agg = grad_outputs[0] / _degree_view(graph, grad_outputs[0]) \
             if reducer == "mean" else grad_outputs[0]
-    shortcut = (reducer in ("sum", "mean") and is_copy_src(message.func)
-                and not dst_vals and not edge_vals and not op.captured)
+    shortcut = (_copies_and_sums(message) and not dst_vals and not edge_vals
+                and not op.captured)
     steps = ((step, graph.piece(step), None) for step in graph.steps) if shortcut else \
         graph.fetched(src_vals, FETCH_KIND)
     for step, piece, fetched in steps:
@@ -538,8 +552,11 @@ def _transposed_sum(piece: GraphShard, kernels: str, grad_agg: torch.Tensor
                     ) -> torch.Tensor:
     """``copy_u`` + ``sum``'s source gradient: the output gradient summed back along the
     piece's edges, at its source rows."""
-    grad = grad_agg if piece.dst_index is None else grad_agg[piece.dst_index]
-    return piece.sum_back(kernels, grad)
+    if piece.dst_index is None:
+        return piece.sum_back(kernels, grad_agg)
+    grad = piece.copied_back(grad_agg)        # a chunk: along its edges, no gathered rows
+    return grad if grad is not None else piece.sum_back(
+        kernels, grad_agg.index_select(0, piece.dst_index))
 
 
 def _grads(outputs, grad_outputs, inputs) -> list:

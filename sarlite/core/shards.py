@@ -18,7 +18,7 @@ import torch
 
 from ..comm import all_gather_object, all_to_all_rows, rank, ring_exchange, world_size
 from .local_blocks import BlockCache
-from .kernels import EdgeIndex, narrow
+from .kernels import FUSED_DTYPES, EdgeIndex, add_copied, narrow
 
 
 class GraphShard:
@@ -81,6 +81,31 @@ class GraphShard:
         their sources (the source gradient of ``copy_u`` + ``sum``), on the formats of
         the forward block (:meth:`BlockCache.sum_back`): no second graph."""
         return self._blocks.sum_back(kernels, grad)
+
+    def add_copied(self, out: torch.Tensor, rows: torch.Tensor) -> bool:
+        """``out[d] += rows[s]`` for every edge ``s -> d`` of this piece, in place, where
+        ``out`` ``(num_dst of the shard, *F)`` is indexed by the shard's destinations (a
+        chunk's ``dst_index`` is applied) and ``rows`` ``(num_src, *F)`` are the piece's
+        source rows: ``copy_u`` + ``sum`` folded straight into the shard's accumulator,
+        at a cost that follows the piece's edges (:func:`~sarlite.core.kernels.add_copied`).
+        ``False`` (nothing done) for dtypes it does not take."""
+        return add_copied(out, self._shard_dst(), self.index.src, rows)
+
+    def copied_back(self, grad: torch.Tensor) -> torch.Tensor | None:
+        """``(num_src, *F)``: ``grad`` ``(num_dst of the shard, *F)`` summed back along
+        this piece's edges to its sources (the source gradient of :meth:`add_copied`);
+        ``None`` for dtypes it does not take."""
+        if grad.dtype not in FUSED_DTYPES:
+            return None
+        out = grad.new_zeros((self.index.num_src,) + tuple(grad.shape[1:]))
+        add_copied(out, self.index.src, self._shard_dst(), grad.contiguous())
+        return out
+
+    def _shard_dst(self) -> torch.Tensor:
+        """The piece's edge destinations as destinations of the whole shard."""
+        if self.dst_index is None:
+            return self.index.dst
+        return self.dst_index.index_select(0, self.index.dst.long())
 
     def chunks(self, max_rows: int, count: int) -> tuple["GraphShard", ...]:
         """The shard split by source row into ``count`` chunks (built once per size).
@@ -226,7 +251,8 @@ class RingPlan:
         <sarlite.core.options.EngineOptions>`' ``halo_dtype``)."""
         send_to, recv_from = self.peers(step.round_)
         idx = self.send_idx[send_to]
-        rows = tensor if idx is None else tensor[idx[step.send[0]:step.send[1]]]
+        rows = tensor if idx is None else tensor.index_select(
+            0, idx[step.send[0]:step.send[1]])
         return _send(lambda payload: ring_exchange(
             payload, send_to, step.recv[1] - step.recv[0], recv_from, kind, max_rows=max_rows,
             calls=self.calls(step, max_rows)), rows, send_to != self.me, wire)
