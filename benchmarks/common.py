@@ -155,29 +155,35 @@ def user_env() -> dict[str, str]:
     """The environment users have: no allocator variables (sarlite's workers fix glibc's
     mmap threshold in ``sarlite.init``; single-process DGL keeps glibc's default), DGL's
     backend and one OpenMP thread per process (as torchrun sets it)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    from sarlite.runtime.allocator import HUGE_PAGES_ENV
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MALLOC_") and k != HUGE_PAGES_ENV}
     env.update(DGLBACKEND="pytorch", OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"))
     return env
 
 
 #: The suite's allocator policies (``benchmarks.run --allocator``): ``own-defaults``, each
-#: side under its users' default (sarlite.init fixes glibc's mmap threshold at 128 KiB in
-#: sarlite's workers, single-process DGL keeps glibc's adaptive threshold), or
-#: ``fixed-both``: ``MALLOC_MMAP_THRESHOLD_=131072`` for both sides (sarlite.init then
-#: leaves the allocator alone, glibc reads the variable itself).
+#: side under its users' default (sarlite's workers as its launcher starts them, with
+#: torch's huge pages, ``THP_MEM_ALLOC_ENABLE=1``, and sarlite.init fixing glibc's mmap
+#: threshold at 128 KiB; single-process DGL with glibc's adaptive threshold and no huge
+#: pages), or ``fixed-both``: ``MALLOC_MMAP_THRESHOLD_=131072`` and huge pages for both
+#: sides (sarlite.init then leaves the allocator alone, glibc reads the variable itself).
 ALLOCATOR_POLICIES = ("own-defaults", "fixed-both")
 
 
-def suite_env(threads: int = 1, policy: str = "own-defaults") -> dict[str, str]:
+def suite_env(threads: int = 1, policy: str = "own-defaults",
+              sarlite: bool = True) -> dict[str, str]:
     """The environment of one measured process of the suite: :func:`user_env` with
-    ``OMP_NUM_THREADS=threads`` and the allocator ``policy`` (:data:`ALLOCATOR_POLICIES`)."""
+    ``OMP_NUM_THREADS=threads`` and the allocator ``policy`` (:data:`ALLOCATOR_POLICIES`)
+    for a sarlite run (``sarlite``) or a DGL one."""
+    from sarlite.runtime.allocator import HUGE_PAGES_ENV, launch_environ
     if policy not in ALLOCATOR_POLICIES:
         raise ValueError(f"allocator policy must be one of {ALLOCATOR_POLICIES}, "
                          f"got {policy!r}")
     env = dict(user_env(), OMP_NUM_THREADS=str(threads))
     if policy == "fixed-both":
-        env["MALLOC_MMAP_THRESHOLD_"] = "131072"
-    return env
+        env.update({"MALLOC_MMAP_THRESHOLD_": "131072", HUGE_PAGES_ENV: "1"})
+    return launch_environ(env) if sarlite else env
 
 
 def run_json(cmd: list[str], timeout: float, num_procs: int = 1,

@@ -59,13 +59,15 @@ def software_facts() -> dict:
 
 def allocator_facts(env: Mapping[str, str], sarlite_init: bool) -> dict:
     """The allocator policy a process started with ``env`` runs under: glibc's
-    ``MALLOC_*`` variables it sees, and the mmap threshold ``sarlite.init`` (default
+    ``MALLOC_*`` variables it sees, the mmap threshold ``sarlite.init`` (default
     arguments) applies in it (bytes, ``"retain"``, or ``None``: glibc's own setting;
-    always ``None`` for a process that does not call ``sarlite.init``)."""
+    always ``None`` for a process that does not call ``sarlite.init``) and whether torch
+    asks for huge pages (:func:`sarlite.runtime.allocator.huge_pages`)."""
+    from sarlite.runtime.allocator import huge_pages
     from sarlite.runtime.settings import read_settings
     applied = read_settings(env).mmap_threshold if sarlite_init else None
     return {"malloc_env": {k: v for k, v in sorted(env.items()) if k.startswith("MALLOC_")},
-            "sarlite_mmap_threshold": applied}
+            "sarlite_mmap_threshold": applied, "huge_pages": huge_pages(env)}
 
 
 def run_facts(processes: int = 1, torch_threads: int = 1,
@@ -99,7 +101,8 @@ def process_facts() -> dict:
             "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
             "malloc_env": {k: v for k, v in sorted(os.environ.items())
                            if k.startswith("MALLOC_")},
-            "sarlite_mmap_threshold": allocator.applied()}
+            "sarlite_mmap_threshold": allocator.applied(),
+            "huge_pages": allocator.huge_pages()}
 
 
 def section_key(facts: dict | None, policy: str | None = None) -> tuple:
@@ -153,4 +156,6 @@ def describe_allocator(allocator: dict) -> str:
                      ("" if own == "retain" else " bytes"))
     elif not env:
         parts.append("glibc's defaults")
+    if "huge_pages" in allocator:
+        parts.append(f"torch huge pages {allocator['huge_pages']}")
     return "; ".join(parts)

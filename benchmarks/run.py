@@ -193,7 +193,7 @@ def run_case(case: Case, plan: list[tuple[str, int]], args, out: Path,
         print(f"[{counter[0]}/{total}] {case.name} {label} ...", end=" ", flush=True)
         start = time.perf_counter()
         threads = world if mode == "dgl" else 1
-        env = common.suite_env(threads, args.allocator)
+        env = common.suite_env(threads, args.allocator, sarlite=mode != "dgl")
         facts = records.run_facts(processes=1 if mode == "dgl" else world,
                                   torch_threads=threads, env=env,
                                   sarlite_init=mode != "dgl")

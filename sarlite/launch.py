@@ -23,7 +23,9 @@ training command owes its user:
 * the run's secret key (:mod:`sarlite.runtime.runkey`) is made here and handed to the
   workers in their environment, unless several hosts take part (rank 0 makes it then)
   or the user set ``SARLITE_RUN_KEY`` (passed on as it is): it authenticates the
-  workers' health records, and the launcher's own report of a killed worker.
+  workers' health records, and the launcher's own report of a killed worker;
+* workers start with torch's huge pages for large buffers (``THP_MEM_ALLOC_ENABLE=1``,
+  :func:`sarlite.runtime.allocator.launch_environ`) unless the user set the variable.
 """
 from __future__ import annotations
 
@@ -91,7 +93,8 @@ def worker_env(spec: LaunchSpec, local_rank: int, port: int, base: dict,
     """The environment of local worker ``local_rank``: ``base`` plus torchrun's
     variables and the run's ``key`` (if this launcher knows it). Workers join the store
     the launcher of host 0 hosts."""
-    env = dict(base)
+    from .runtime.allocator import launch_environ
+    env = launch_environ(base)
     if key is not None:
         from .runtime.runkey import KEY_ENV
         env[KEY_ENV] = key.hex()

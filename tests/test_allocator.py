@@ -89,3 +89,14 @@ def test_a_malformed_threshold_is_one_clear_error():
     with pytest.raises(ValueError, match="SARLITE_MMAP_THRESHOLD must be a number of "
                                          "bytes, 'retain' or 'off'"):
         allocator.threshold_from_env({"SARLITE_MMAP_THRESHOLD": "lots"})
+
+
+def test_the_launcher_starts_workers_with_torch_huge_pages_unless_the_user_chose():
+    from sarlite.launch import LaunchSpec, worker_env
+    spec = LaunchSpec(nproc=1, nnodes=1, node_rank=0, master_addr="127.0.0.1",
+                      master_port=29500)
+    assert worker_env(spec, 0, 29500, {}, None)["THP_MEM_ALLOC_ENABLE"] == "1"
+    off = {"THP_MEM_ALLOC_ENABLE": "0"}
+    assert worker_env(spec, 0, 29500, off, None)["THP_MEM_ALLOC_ENABLE"] == "0"
+    assert allocator.huge_pages({}).startswith("off")
+    assert allocator.huge_pages({"THP_MEM_ALLOC_ENABLE": "1"}).startswith("on")

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from benchmarks import records, report
+from sarlite.runtime import allocator
 
 
 def _facts(cpu="AMD EPYC", cores=2, threads=1, malloc=None, sarlite=131072):
@@ -66,7 +67,9 @@ def test_run_facts_name_commit_date_machine_software_threads_and_allocator():
     assert facts["threads"] == {"torch_per_process": 2, "omp_num_threads": "2",
                                 "processes": 4}
     assert facts["allocator"] == {"malloc_env": {"MALLOC_ARENA_MAX": "2"},
-                                  "sarlite_mmap_threshold": 131072}
+                                  "sarlite_mmap_threshold": 131072,
+                                  "huge_pages": allocator.huge_pages(env)}
+    assert facts["allocator"]["huge_pages"].startswith("off")
 
 
 def test_allocator_facts_say_sarlite_leaves_glibc_alone_under_the_users_threshold():

@@ -27,6 +27,17 @@ keeps what is freed, so that the next batch reuses pages that are already mapped
 resident set then stays at the largest batch's peak; ``sarlite train`` does this when
 ``train.sampling`` is set, unless ``SARLITE_MMAP_THRESHOLD`` says otherwise. ``None``
 leaves the allocator alone.
+
+**Huge pages.** Each fresh buffer's pages fault in one by one: 4 KiB at a time, which
+is most of what a freed-and-remade buffer costs. torch's CPU allocator asks Linux for
+transparent huge pages (2 MiB) for buffers of 2 MiB and more when its variable
+``THP_MEM_ALLOC_ENABLE=1`` is set when the process starts (torch reads it once, at its
+first allocation, so :func:`sarlite.init` is too late to set it). ``sarlite train`` and
+``sarlite run`` start their workers with it (:func:`launch_environ`), unless the user set
+the variable (``THP_MEM_ALLOC_ENABLE=0`` turns it off). A script started with
+``torchrun`` gets it by exporting the variable first. On a Linux whose huge pages are
+``never`` (``/sys/kernel/mm/transparent_hugepage/enabled``) it changes nothing.
+Measured in ``benchmarks/results/full``: see its allocator lines.
 """
 from __future__ import annotations
 
@@ -45,6 +56,7 @@ RETAIN = "retain"
 RETAIN_MMAP_THRESHOLDS = (2**30, 32 * 2**20)   # 1 GiB; else glibc's own ceiling, 32 MiB
 RETAIN_TRIM_THRESHOLD = 2**31 - 1              # the largest value mallopt takes
 ENV = "SARLITE_MMAP_THRESHOLD"
+HUGE_PAGES_ENV = "THP_MEM_ALLOC_ENABLE"        # torch's own switch (c10's CPU allocator)
 
 # What configure applied in this process: a record of glibc's own setting, which is
 # process-wide by nature (read by applied()).
@@ -143,7 +155,7 @@ def configure(setting: int | str | None) -> None:
     if took:
         global _applied
         _applied = setting
-        log.debug("malloc: %s", what)
+        log.debug("malloc: %s; torch huge pages %s", what, huge_pages())
     else:
         log.debug("malloc: this C library did not take mallopt; left alone")
 
@@ -164,3 +176,26 @@ def mini_batch_advice() -> str | None:
             f"buffers anew (epochs about 2x as long in benchmarks.sampled). Sampling "
             f"scripts should call sarlite.init(mmap_threshold=\"retain\") (or set "
             f"{ENV}=retain)")
+
+
+def launch_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` as sarlite's launcher hands it to its workers, allocator-wise: with
+    torch's huge pages for large buffers (``THP_MEM_ALLOC_ENABLE=1``) unless
+    ``environ`` sets the variable already (the user's choice stands). Local."""
+    env = dict(environ)
+    env.setdefault(HUGE_PAGES_ENV, "1")
+    return env
+
+
+def huge_pages(environ: Mapping[str, str] | None = None) -> str:
+    """``"on"`` when torch in a process started with ``environ`` (``os.environ`` if
+    ``None``) asks for huge pages, else ``"off"``; with the system's setting in
+    parentheses where Linux reports it (``[madvise]``: granted when asked). Local."""
+    environ = os.environ if environ is None else environ
+    state = "on" if environ.get(HUGE_PAGES_ENV, "0").strip() == "1" else "off"
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            system = f.read().strip()
+    except OSError:
+        return state
+    return f"{state} (system: {system})"
