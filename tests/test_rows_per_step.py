@@ -157,3 +157,25 @@ def test_by_default_a_bad_cut_runs_in_steps_and_gives_the_whole_shard_results(tm
     assert whole[3] == 2 and auto[3] > 2           # a remote shard of > 1024 rows, in steps
     for got, want in zip(auto[:3], whole[:3]):
         torch.testing.assert_close(got, want, **TOL)
+
+
+def test_a_sparse_chunk_adds_copied_rows_along_its_edges_into_the_shard_accumulator():
+    chunk = _shard(num_rows=7, num_dst=40, num_edges=30).chunks(3, 3)[0]
+    rows = torch.randn(chunk.index.num_src, 4)
+    out = torch.zeros(40, 4)
+    assert chunk.add_copied(out, rows)
+    want = torch.zeros(40, 4).index_add_(
+        0, chunk.dst_index[chunk.index.dst.long()], rows[chunk.index.src.long()])
+    torch.testing.assert_close(out, want)
+    grad = torch.randn(40, 4)
+    back = torch.zeros(chunk.index.num_src, 4).index_add_(
+        0, chunk.index.src.long(), grad[chunk.dst_index[chunk.index.dst.long()]])
+    torch.testing.assert_close(chunk.copied_back(grad), back)
+
+
+def test_a_chunk_with_many_edges_per_destination_leaves_the_sum_to_its_block():
+    chunk = _shard(num_rows=7, num_dst=2, num_edges=60).chunks(4, 2)[0]   # ~17 per dst
+    out = torch.zeros(2, 4)
+    assert not chunk.add_copied(out, torch.randn(chunk.index.num_src, 4))
+    assert torch.equal(out, torch.zeros(2, 4))
+    assert chunk.copied_back(torch.randn(2, 4)) is None

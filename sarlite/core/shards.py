@@ -21,6 +21,12 @@ from .local_blocks import BlockCache
 from .kernels import FUSED_DTYPES, EdgeIndex, add_copied, narrow
 
 
+#: Above this many edges per destination a chunk's ``copy_u`` + ``sum`` runs as an
+#: aggregate per destination (DGL's kernel, each destination's row written once) instead
+#: of along its edges (each edge a read-modify-write of a destination row).
+EDGES_PER_DST_ALONG_EDGES = 3.0
+
+
 class GraphShard:
     """The edges from partition ``src_part`` into the local partition.
 
@@ -88,18 +94,27 @@ class GraphShard:
         chunk's ``dst_index`` is applied) and ``rows`` ``(num_src, *F)`` are the piece's
         source rows: ``copy_u`` + ``sum`` folded straight into the shard's accumulator,
         at a cost that follows the piece's edges (:func:`~sarlite.core.kernels.add_copied`).
-        ``False`` (nothing done) for dtypes it does not take."""
-        return add_copied(out, self._shard_dst(), self.index.src, rows)
+        ``False`` (nothing done) for dtypes it does not take, and for a piece with more
+        than :data:`EDGES_PER_DST_ALONG_EDGES` edges per destination it reaches, where an
+        aggregate per destination (DGL's kernel on the piece's block) costs less."""
+        return self._along_edges() and add_copied(out, self._shard_dst(), self.index.src,
+                                                  rows)
 
     def copied_back(self, grad: torch.Tensor) -> torch.Tensor | None:
         """``(num_src, *F)``: ``grad`` ``(num_dst of the shard, *F)`` summed back along
         this piece's edges to its sources (the source gradient of :meth:`add_copied`);
-        ``None`` for dtypes it does not take."""
-        if grad.dtype not in FUSED_DTYPES:
+        ``None`` where :meth:`add_copied` declines."""
+        if grad.dtype not in FUSED_DTYPES or not self._along_edges():
             return None
         out = grad.new_zeros((self.index.num_src,) + tuple(grad.shape[1:]))
         add_copied(out, self.index.src, self._shard_dst(), grad.contiguous())
         return out
+
+    def _along_edges(self) -> bool:
+        """Whether adding along the edges is the cheaper way for this piece: at most
+        :data:`EDGES_PER_DST_ALONG_EDGES` edges per destination it reaches."""
+        reached = self.index.num_dst if self.dst_index is None else self.dst_index.numel()
+        return self.num_edges <= EDGES_PER_DST_ALONG_EDGES * max(1, reached)
 
     def _shard_dst(self) -> torch.Tensor:
         """The piece's edge destinations as destinations of the whole shard."""
