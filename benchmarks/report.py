@@ -606,7 +606,8 @@ def study_renderers() -> dict:
     """``{json path: (markdown path, function of the JSON's data -> markdown)}`` for the
     single-record studies under benchmarks/results (paths relative to it)."""
     from . import (accuracy_parity, budget, halo_dtype, kv_pull, largest, layer_memory,
-                   papers100m_projection, products_scale, rgcn_memory)
+                   papers100m_projection, products_scale, rgcn_memory, sampled,
+                   time_to_accuracy)
     searches = {name: (name.replace(".json", ".md"), largest.markdown) for name in LARGEST}
     return {"kv_pull.json": ("kv_pull.md", kv_pull.markdown),
             "rgcn_memory.json": ("rgcn_memory.md", rgcn_memory.markdown),
@@ -618,14 +619,15 @@ def study_renderers() -> dict:
             "products_scale.json": ("products_scale.md", products_scale.markdown),
             "papers100m_projection.json": ("papers100m_projection.md",
                                            papers100m_projection.markdown),
+            "sampled/summary.json": ("sampled/summary.md", sampled.markdown),
+            "time_to_accuracy.json": ("time_to_accuracy.md", time_to_accuracy.markdown),
             **searches}
 
 
 #: Markdown under benchmarks/results whose regeneration is not registered here yet (their
 #: modules write them from their JSON; add them to :func:`study_renderers` when those
 #: modules expose the function).
-UNREGISTERED = ("time_to_accuracy.md",
-                "sampled/summary.md")
+UNREGISTERED = ()
 
 
 def unexplained(results: Path = common.RESULTS) -> list[str]:

@@ -24,13 +24,12 @@ sarlite at N=2 no slower than DGL (ratio <= 1.0). Writes ``OUT/summary.md`` and
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
-from . import common
+from . import common, records
 
 FANOUTS, HIDDEN = [10, 10], 64
 
@@ -140,19 +139,29 @@ def _summary(ranks: list[dict]) -> dict:
             "cpu_s": median("cpu_s", sum)}
 
 
+def _envs(world_size: int) -> dict:
+    """Each side's environment: single-process DGL as its users have it with
+    ``world_size`` threads, sarlite's workers as its launcher starts them
+    (:func:`common.suite_env`, each side under its own default allocator)."""
+    return {"dgl": common.suite_env(world_size, sarlite=False),
+            "sarlite": common.suite_env(1, sarlite=True)}
+
+
 def _pair(args, graph, config, common_args: list[str], index: int) -> tuple[dict, dict]:
     """One DGL run and then one sarlite run: their summaries."""
+    envs = _envs(args.world_size)
     print(f"[{index + 1}/{args.repeats}] DGL, 1 process, {args.world_size} threads ...",
           end=" ", flush=True)
     dgl = _summary(common.run_json(
         [sys.executable, "-m", "benchmarks.sampled", "--worker", "dgl", "--graph", str(graph),
-         "--threads", str(args.world_size), *common_args], timeout=args.timeout))
+         "--threads", str(args.world_size), *common_args], timeout=args.timeout,
+        env=envs["dgl"]))
     print(f"epoch {dgl['epoch_s']:.2f} s; sarlite, N={args.world_size} ...", end=" ",
           flush=True)
     ours = _summary(common.run_json(common.torchrun(
         args.world_size, "benchmarks.sampled",
         ["--worker", "sarlite", "--config", str(config), *common_args]),
-        timeout=args.timeout, num_procs=args.world_size))
+        timeout=args.timeout, num_procs=args.world_size, env=envs["sarlite"]))
     print(f"epoch {ours['epoch_s']:.2f} s", flush=True)
     return dgl, ours
 
@@ -202,26 +211,38 @@ def main(argv=None) -> int:
                                             cache=args.cache)
     common_args = ["--batch-size", str(args.batch_size), "--epochs", str(args.epochs),
                    *(["--one-sided"] if args.one_sided else [])]
+    envs = _envs(args.world_size)
+    facts = {"dgl": records.run_facts(1, args.world_size, envs["dgl"], sarlite_init=False),
+             "sarlite": records.run_facts(args.world_size, 1, envs["sarlite"])}
     pairs = [_pair(args, graph, config, common_args, i) for i in range(args.repeats)]
     ratios = [ours["epoch_s"] / dgl["epoch_s"] for dgl, ours in pairs]
-    result = {"world_size": args.world_size, "num_nodes": args.num_nodes,
+    command = "python -m benchmarks.sampled " + " ".join(
+        argv if argv is not None else sys.argv[1:])
+    result = {"command": command, "facts": facts,
+              "world_size": args.world_size, "num_nodes": args.num_nodes,
               "batch_size": args.batch_size, "repeats": args.repeats,
               "dgl": _median_of(dgl for dgl, _ in pairs),
               "sarlite": _median_of(ours for _, ours in pairs),
               "ratios": ratios, "ratio": statistics.median(ratios)}
-    common.write_summary(args.out, result,
-                         report(result, argv if argv is not None else sys.argv[1:]))
+    common.write_summary(args.out, result, markdown(result))
     return 0
 
 
-def report(result: dict, argv) -> str:
+def markdown(result: dict) -> str:
+    """The summary of a comparison's record (``summary.json``)."""
+    facts = result["facts"]
+    cores = facts["dgl"]["machine"]["cores"]
     lines = [f"# Sampled training: sarlite N={result['world_size']} against single-process "
-             f"DGL", "", "`python -m benchmarks.sampled " + " ".join(argv) + "`", "",
+             f"DGL", "", f"`{result['command']}`", "",
+             *records.header([facts["dgl"], facts["sarlite"]]), "",
+             f"Allocator, each side under its own default: DGL: "
+             f"{records.describe_allocator(facts['dgl']['allocator'])}; sarlite: "
+             f"{records.describe_allocator(facts['sarlite']['allocator'])}.", "",
              f"{result['num_nodes']} nodes, fanouts {FANOUTS}, {result['batch_size']} seeds "
              f"per step in all, 2-layer SAGE-mean {HIDDEN} wide. Seconds per epoch (median "
              f"after the first; the slowest worker's), and the CPU time one epoch took in "
              f"all of its processes and threads together (the machine has "
-             f"{os.cpu_count()} cores). {result['repeats']} pair(s) of runs, DGL then "
+             f"{cores} cores). {result['repeats']} pair(s) of runs, DGL then "
              f"sarlite; each figure is its median over them.", "",
              "| run | epoch | loader (sampling, pulls) | forward + backward | "
              "all-reduce + step | CPU seconds (all processes) | vs DGL |",

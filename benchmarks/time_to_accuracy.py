@@ -444,6 +444,13 @@ def plot(runs: dict[str, dict[str, list[dict]]], results: dict, path: Path) -> b
     return True
 
 
+def markdown(data: dict) -> str:
+    """The table of a committed record (``time_to_accuracy.json``)."""
+    all_facts = [run["facts"] for result in data["datasets"].values()
+                 for run in result["runs"].values()]
+    return table(data["datasets"], data["meta"], records.header(all_facts))
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if args.dgl_worker:
@@ -471,13 +478,12 @@ def main(argv=None) -> int:
             "dgl_torch_threads": plan.dgl_threads(), "cores": os.cpu_count(),
             "gain_fraction": GAIN_FRACTION, "best_fraction": BEST_FRACTION,
             "epochs_scale": plan.epochs_scale, "extra_overrides": plan.extra}
-    all_facts = [run["facts"] for by_system in facts.values() for run in by_system.values()]
     plan.out.mkdir(parents=True, exist_ok=True)
     stem = plan.out / "time_to_accuracy"
     plot(runs, results, stem.with_suffix(".png"))
-    text = table(results, meta, records.header(all_facts))
-    stem.with_suffix(".json").write_text(json.dumps({"meta": meta, "datasets": results},
-                                                    indent=1))
+    data = {"meta": meta, "datasets": results}
+    text = markdown(data)
+    stem.with_suffix(".json").write_text(json.dumps(data, indent=1))
     stem.with_suffix(".md").write_text(text)
     print(text)
     return 0
