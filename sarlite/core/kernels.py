@@ -323,8 +323,9 @@ def add_copied(out: torch.Tensor, dst: torch.Tensor, src: torch.Tensor,
     nothing done) when the dtypes are not float32/float64 or ``out`` is not contiguous.
 
     One sparse (COO) product added into ``out``: no message per edge and no aggregate
-    per destination is made, so its cost follows the edges, not the destinations. Sums
-    run in edge order per destination, as DGL's ``copy_u`` + ``sum`` kernel adds them.
+    per destination is made, so its cost follows the edges, not the destinations. On
+    the CPU the sums run in edge order per destination, as DGL's ``copy_u`` + ``sum``
+    kernel adds them; on CUDA torch may add them in another order (float rounding).
     Not differentiable (the engine's sequential passes call it without autograd).
 
     ``out`` ``(D, *F)``, ``rows`` ``(S, *F)``; ``dst``/``src`` ``(E,)`` integer ids.
