@@ -624,17 +624,11 @@ def study_renderers() -> dict:
             **searches}
 
 
-#: Markdown under benchmarks/results whose regeneration is not registered here yet (their
-#: modules write them from their JSON; add them to :func:`study_renderers` when those
-#: modules expose the function).
-UNREGISTERED = ()
-
-
 def unexplained(results: Path = common.RESULTS) -> list[str]:
-    """Markdown files under ``results`` that no check regenerates (and not listed in
-    :data:`UNREGISTERED`): hand-written notes, or summaries whose records are gone."""
+    """Markdown files under ``results`` that no check regenerates: hand-written notes, or
+    summaries whose records are gone."""
     known = {str(out.relative_to(results) / "summary.md") for out in suite_dirs(results)}
-    known |= {md for md, _ in study_renderers().values()} | set(UNREGISTERED)
+    known |= {md for md, _ in study_renderers().values()}
     return [f"{path}: not generated from a record (no check regenerates it)"
             for path in sorted(results.glob("**/*.md"))
             if path.relative_to(results).parts[0] != common.CACHE.name

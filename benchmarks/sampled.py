@@ -147,9 +147,10 @@ def _envs(world_size: int) -> dict:
             "sarlite": common.suite_env(1, sarlite=True)}
 
 
-def _pair(args, graph, config, common_args: list[str], index: int) -> tuple[dict, dict]:
-    """One DGL run and then one sarlite run: their summaries."""
-    envs = _envs(args.world_size)
+def _pair(args, graph, config, common_args: list[str], envs: dict, index: int
+          ) -> tuple[dict, dict]:
+    """One DGL run and then one sarlite run (environments ``envs``, :func:`_envs`): their
+    summaries."""
     print(f"[{index + 1}/{args.repeats}] DGL, 1 process, {args.world_size} threads ...",
           end=" ", flush=True)
     dgl = _summary(common.run_json(
@@ -214,7 +215,7 @@ def main(argv=None) -> int:
     envs = _envs(args.world_size)
     facts = {"dgl": records.run_facts(1, args.world_size, envs["dgl"], sarlite_init=False),
              "sarlite": records.run_facts(args.world_size, 1, envs["sarlite"])}
-    pairs = [_pair(args, graph, config, common_args, i) for i in range(args.repeats)]
+    pairs = [_pair(args, graph, config, common_args, envs, i) for i in range(args.repeats)]
     ratios = [ours["epoch_s"] / dgl["epoch_s"] for dgl, ours in pairs]
     command = "python -m benchmarks.sampled " + " ".join(
         argv if argv is not None else sys.argv[1:])

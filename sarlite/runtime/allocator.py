@@ -155,7 +155,8 @@ def configure(setting: int | str | None) -> None:
     if took:
         global _applied
         _applied = setting
-        log.debug("malloc: %s; torch huge pages %s", what, huge_pages())
+        if log.isEnabledFor(logging.DEBUG):       # huge_pages() reads /sys
+            log.debug("malloc: %s; torch huge pages %s", what, huge_pages())
     else:
         log.debug("malloc: this C library did not take mallopt; left alone")
 
