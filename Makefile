@@ -1,4 +1,5 @@
-# Two commands on a fresh machine: `make demo` and `make test` (both run `make setup`).
+# Two commands on a fresh machine: `make demo` and `make test` (both run `make setup`);
+# `make docs` builds the documentation site.
 #
 # Stacks: each is a lock in locks/ (exact versions, with hashes; bash locks/compile.sh
 # regenerates them from pyproject.toml's ranges) installed into a venv of its own:
@@ -24,7 +25,7 @@ OLDEST_TESTS := tests/test_exactness.py tests/test_hetero_exactness.py \
 export DGLBACKEND := pytorch
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test test-oldest demo bench clean
+.PHONY: setup test test-oldest demo bench docs clean
 
 setup: $(STAMP)
 
@@ -55,5 +56,14 @@ demo: setup
 bench: setup
 	$(PY) -m benchmarks.run --suite quick --fresh
 
+# The documentation site from docs/ (Sphinx + MyST, API pages from the docstrings), with
+# warnings as errors and unresolved cross-references reported (-n), then every internal
+# link and anchor of the built pages checked. Open docs/_build/html/index.html.
+docs: setup
+	rm -rf docs/_build
+	$(PY) -m sphinx -W --keep-going -n -q -b html docs docs/_build/html
+	$(PY) docs/check_links.py docs/_build/html
+	@echo "site: docs/_build/html/index.html"
+
 clean:
-	rm -rf out .venv .venv-oldest
+	rm -rf out .venv .venv-oldest docs/_build

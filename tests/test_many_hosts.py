@@ -125,7 +125,7 @@ def test_torchrun_static_rendezvous_on_two_hosts_equals_one_host(hosts, tmp_path
 def test_torchrun_c10d_rendezvous_on_two_hosts_equals_one_host(hosts, tmp_path, one_host):
     # torchrun's c10d rendezvous decides who hosts its store, and advertises rank 0, by
     # host name, which both namespaces share: is_host and --local-addr say it instead
-    # (README, "Faults and many hosts")
+    # (docs/guide/operating.md, "Several machines")
     config = write_config(tmp_path, epochs=4)
     results = _on_both(hosts, lambda node: [
         sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node",

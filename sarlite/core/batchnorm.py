@@ -30,11 +30,16 @@ class DistributedBatchNorm1d(nn.Module):
 
     Parameters
     ----------
-    num_features: width ``C`` of the input ``(num_nodes, C)`` (of every type's input).
-    eps, momentum, affine, track_running_stats: as in ``torch.nn.BatchNorm1d``.
-    ntypes: keyword-only; the node types to normalise, for inputs ``{ntype: (num_nodes of
-        the type, C)}`` (``None``, the default: one tensor).
+    num_features : int
+        Width ``C`` of the input ``(num_nodes, C)`` (of every type's input).
+    eps, momentum, affine, track_running_stats
+        As in ``torch.nn.BatchNorm1d``.
+    ntypes : list of str, optional
+        Keyword-only: the node types to normalise, for inputs
+        ``{ntype: (num_nodes of the type, C)}`` (``None``, the default: one tensor).
 
+    Notes
+    -----
     **Collective** in training mode (three small all-reduces forward, two backward, all
     named ``"batchnorm"``, per type): every rank calls it, also with zero rows, and blocks
     until all have. Types are normalised in the order of ``ntypes`` (not of the input

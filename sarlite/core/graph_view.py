@@ -248,8 +248,9 @@ class ShardedGraphBase:
             raise AttributeError(
                 f"DGLGraph.{name} is not supported on a sarlite distributed graph: each "
                 f"worker holds one partition (owned nodes, and the edges into them). Compute "
-                f"it on the whole graph before sarlite.partition_graph, or see README "
-                f"'Full-graph training' for what layers may use")
+                f"it on the whole graph before sarlite.partition_graph, or see the guide's "
+                f"'Full-graph training' page (docs/guide/full-graph.md, section 'Layers and "
+                f"models') for what layers may use")
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property

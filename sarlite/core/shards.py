@@ -85,7 +85,7 @@ class GraphShard:
     def sum_back(self, kernels: str, grad: torch.Tensor) -> torch.Tensor:
         """``(num_src, ...)``: ``grad`` ``(num_dst, ...)`` summed back along the edges to
         their sources (the source gradient of ``copy_u`` + ``sum``), on the formats of
-        the forward block (:meth:`BlockCache.sum_back`): no second graph."""
+        the forward block (``BlockCache.sum_back``): no second graph."""
         return self._blocks.sum_back(kernels, grad)
 
     def add_copied(self, out: torch.Tensor, rows: torch.Tensor) -> bool:

@@ -71,7 +71,7 @@ def initialize(ip_config: str | None = None, max_queue_size: int = MAX_QUEUE_SIZ
     ------
     MixedDGLError
         The script, or a module beside it, binds DGL's own ``dgl.distributed`` objects
-        (see :mod:`sarlite.distributed.mixing`); the message names the line to change.
+        (see ``sarlite.distributed.mixing``); the message names the line to change.
     RuntimeError
         A launcher's rank variable is set but its world size is not, or ``MASTER_ADDR``
         is missing in a world of several ranks.

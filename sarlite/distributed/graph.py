@@ -62,11 +62,15 @@ def edge_split(edges, partition_book: RangePartitionBook | None = None,
 
 
 node_split.__doc__ = (_split.node_split.__doc__ or "") + """
+    Notes
+    -----
     In :mod:`sarlite.distributed` it first joins the process group when none exists
     (see :func:`~sarlite.distributed.initialize`), so that the default ``rank`` is this
     process's.
     """
 edge_split.__doc__ = (_split.edge_split.__doc__ or "") + """
+    Notes
+    -----
     In :mod:`sarlite.distributed` it first joins the process group when none exists.
     """
 

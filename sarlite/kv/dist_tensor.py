@@ -69,6 +69,8 @@ class DistTensor:
         Ignored. DGL adds its client-group id to the name to keep names of separate
         client groups apart; sarlite has one group of trainers.
 
+    Notes
+    -----
     The parameters are ``dgl.distributed.DistTensor``'s (DGL 2.1), in its order.
 
     Creating one is collective: every rank must ask for the same shape, dtype, name and

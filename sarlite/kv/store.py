@@ -120,6 +120,8 @@ class KVStore:
         seconds, 600, unless :func:`sarlite.init` was given another); a dead owner fails
         at once.
 
+    Notes
+    -----
     Creating a store is a collective (every rank, same book; with ``one_sided_reads``
     it also opens this rank's listening socket and serving threads and exchanges the
     addresses, see :mod:`sarlite.kv.service`; at exit each rank then waits until the

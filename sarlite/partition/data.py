@@ -2,7 +2,7 @@
 
 :func:`load_partition_data` reads partition ``rank`` with :func:`load_partition` and
 derives what full-graph training (:func:`sarlite.construct_full_graph`) and sampling
-(:meth:`sarlite.DistGraph.from_partition_data`) both use, so that a worker reads its
+(:meth:`sarlite.distributed.DistGraph.from_partition_data`) both use, so that a worker reads its
 files and holds its feature rows once.
 
 As in DGL, a homogeneous graph is a heterogeneous graph with one node type and one edge
@@ -55,7 +55,7 @@ class PartitionData:
     partition_graph:
         The partition graph exactly as :func:`sarlite.load_partition` returns it (owned
         nodes and edges plus the halo; ndata ``_ID``, ``inner_node``; edata ``_ID``,
-        ``inner_edge``), always on the CPU; :class:`~sarlite.DistGraph` samples on it.
+        ``inner_edge``), always on the CPU; :class:`~sarlite.distributed.DistGraph` samples on it.
 
     The views below give per-type values as DGL does: for a graph of one node type and
     one edge type the value itself (``data.node_features["feat"]`` is a tensor,

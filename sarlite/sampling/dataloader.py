@@ -270,6 +270,8 @@ class DistDataLoader:
     fewer yields empty batches after its own (see the module docstring for training on
     them).
 
+    Notes
+    -----
     Constructing it is a **collective** (one size exchange): every rank makes its loader
     at the same point, even with an empty dataset. Iterating is in step across ranks: when
     the batches sample (a ``collate_fn`` or graph sampler that calls collectives), every
@@ -378,6 +380,8 @@ class DistNodeDataLoader(DistDataLoader):
         :class:`DistDataLoader`; ``num_workers``, ``pin_memory``, ``persistent_workers``,
         ``prefetch_factor`` and ``queue_size`` are accepted and ignored.
 
+    Notes
+    -----
     Constructing it is a collective (two size exchanges), and so is every batch (the
     sampler's collectives and pulls): every rank makes its loader at the same point and
     iterates it in step with the others.

@@ -117,6 +117,8 @@ def node_split(nodes, partition_book: RangePartitionBook | None = None,
         Ignored: DGL uses it to split a partition's share between several trainers of one
         machine, and sarlite runs one trainer per partition.
 
+    Notes
+    -----
     Which ranks call it: any rank, any number of times, when ``nodes`` is a tensor or
     array (no communication); every rank, in the same order, when it is a ``DistTensor``.
 

@@ -91,7 +91,7 @@ def construct_mfgs(partition_data, seed_nodes: torch.Tensor, n_layers: int,
 
 def convert_dist_graph(dist_graph):
     """The full graph (as :func:`construct_full_graph`) of a distributed graph's partition,
-    from the rows it already holds: a :class:`sarlite.DistGraph` (also
+    from the rows it already holds: a :class:`sarlite.distributed.DistGraph` (also
     ``dgl.distributed.DistGraph`` under ``sarlite run``), or DGL's own
     ``dgl.distributed.DistGraph`` (as SAR takes it; its local partition, its tensors'
     local rows and its partition book). Collective.
