@@ -23,10 +23,8 @@ def _add_dataset_args(parser: argparse.ArgumentParser) -> None:
                        help=f"dataset name, one of: {', '.join(data.DATASETS)} "
                             "(default: synthetic, the embedded homophilous generator)")
     group.add_argument("--data-dir", default=None,
-                       help="directory holding real datasets: laid out like shared/data "
-                            "(planetoid/, heterophilous/, npz/, musae/), OGB's own folders "
-                            "(ogbn_arxiv/, ogbn_products/, ogbn_papers100M/, ogbn_mag/) or "
-                            "Reddit's files as DGL keeps them (see README, 'Real datasets')")
+                       help="directory of the real datasets (only those used need be there): "
+                            f"{data.DATA_DIR_LAYOUT} (see README, 'Datasets')")
     group.add_argument("--split", type=int, default=0,
                        help="which fixed split of a heterophilous dataset (0-9)")
     group.add_argument("--reverse-edges", action=argparse.BooleanOptionalAction,

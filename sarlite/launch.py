@@ -10,6 +10,10 @@ training command owes its user:
   reaches the others (:mod:`sarlite.runtime.health`);
 * workers run in sessions of their own (a Ctrl-C in the terminal reaches only the
   launcher) and are killed by Linux when the launcher dies, even by ``kill -9``;
+* workers inherit the launcher's standard input, output and error (no pipes): what they
+  print reaches the user's terminal or file as it is, and ``isatty()`` in a worker is
+  the user's (rank 0 then shows a progress bar in a terminal and plain lines elsewhere,
+  :mod:`sarlite.train.progress`);
 * SIGINT, SIGTERM and SIGHUP to the launcher stop every worker (SIGTERM, then SIGKILL
   after :data:`GRACE` seconds) and exit with ``128 + signal``;
 * when a worker fails, the others get :data:`GRACE` seconds to leave on their own, then

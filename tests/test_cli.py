@@ -24,6 +24,15 @@ def test_real_dataset_without_data_dir_is_one_clear_error(tmp_path, capsys):
                      "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "--data-dir" in err and "Traceback" not in err
+    assert "planetoid/cora/ind.cora." in err and "shared/" not in err
+
+
+@pytest.mark.parametrize("command", [[], ["partition"], ["train"], ["run"]])
+def test_help_speaks_of_the_users_folders_not_the_checkouts(capsys, command):
+    with pytest.raises(SystemExit):
+        cli.main([*command, "--help"])
+    text = capsys.readouterr().out
+    assert not [word for word in ("shared/", "tests/", "benchmarks/") if word in text]
 
 
 def test_unknown_dataset_is_one_clear_error(tmp_path, capsys):

@@ -5,7 +5,7 @@ import os
 
 import dgl
 
-from .loaders import REAL_DATASETS, load_dataset
+from .loaders import DATA_DIR_LAYOUT, REAL_DATASETS, layout, load_dataset
 from .ogb import read_ogbn_mag, refuse_reverse_edges
 from .synthetic import homophilous_graph, powerlaw_graph
 from .synthetic_hetero import mag_like_graph, mag_like_sized
@@ -43,8 +43,8 @@ def load_graph(name: str, data_dir: str | os.PathLike | None = None, split: int 
     if key not in REAL_DATASETS:
         raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
     if data_dir is None:
-        raise ValueError(f"dataset {name!r} is read from disk: give its directory "
-                         f"(--data-dir / data_dir), e.g. the shared/data folder")
+        raise ValueError(f"dataset {name!r} is read from disk: give the directory holding "
+                         f"{layout(key)} (--data-dir, or dataset.data_dir in a config)")
     return load_dataset(key, data_dir, split=split, seed=seed, reverse_edges=reverse_edges)
 
 
@@ -65,6 +65,6 @@ def train_classes(g: dgl.DGLGraph, name: str = "the graph"):
     return mask.long()
 
 
-__all__ = ["DATASETS", "REAL_DATASETS", "SYNTHETIC_DATASETS", "homophilous_graph",
-           "load_dataset", "load_graph", "mag_like_graph", "powerlaw_graph",
-           "read_ogbn_mag", "train_classes"]
+__all__ = ["DATASETS", "DATA_DIR_LAYOUT", "REAL_DATASETS", "SYNTHETIC_DATASETS",
+           "homophilous_graph", "layout", "load_dataset", "load_graph", "mag_like_graph",
+           "powerlaw_graph", "read_ogbn_mag", "train_classes"]

@@ -1,7 +1,7 @@
 """Loaders for the real graph datasets kept outside the project (see ``--data-dir``).
 
-``load_dataset(name, data_dir)`` reads one dataset from a directory laid out like the
-shared data folder::
+``load_dataset(name, data_dir)`` reads one dataset from a directory laid out as below
+(only the folders of the datasets used need be there; :func:`layout` says where one is)::
 
     <data_dir>/planetoid/cora/ind.cora.{x,y,tx,ty,allx,ally,graph,test.index}
     <data_dir>/planetoid/citeseer/ind.citeseer.*
@@ -276,6 +276,35 @@ _HETEROGENEOUS = {MAG.name: MAG}
 
 REAL_DATASETS: tuple[str, ...] = tuple(sorted([*_LOADERS, *OGBN, *_HETEROGENEOUS]))
 
+#: where each dataset lies in the data directory, in one line for help texts
+DATA_DIR_LAYOUT = ("planetoid/cora/ and planetoid/citeseer/ (Planetoid's ind.<name>.* "
+                   "files), npz/cora_ml_ppnp.npz, heterophilous/<name>.npz, "
+                   "musae/facebook/ and musae/DE/ (twitch_de), OGB's ogbn_<name>/ folders "
+                   "(ogbn_arxiv/, ogbn_products/, ogbn_papers100M/, ogbn_mag/) and Reddit's "
+                   "reddit_data.npz and reddit_graph.npz as DGL keeps them")
+
+
+def layout(name: str) -> str:
+    """Where the real dataset ``name`` (one of ``REAL_DATASETS``, any case) lies under the
+    data directory, in one line for error messages."""
+    key = str(name).lower()
+    if key in ("cora", "citeseer"):
+        return f"planetoid/{key}/ind.{key}.{{x,y,tx,ty,allx,ally,graph,test.index}}"
+    if key == "cora_ml":
+        return "npz/cora_ml_ppnp.npz"
+    if key in _HETEROPHILOUS:
+        return f"heterophilous/{key}.npz"
+    if key in _MUSAE:
+        stem = _MUSAE[key][0]
+        return f"musae/{stem}/{{{stem}_edges.csv, {stem}_target.csv, {stem}.json}}"
+    if key == "reddit":
+        return ("reddit_data.npz and reddit_graph.npz (in it, in reddit/ or in DGL's "
+                "reddit_<8 hex digits>/)")
+    spec = OGBN.get(key) or _HETEROGENEOUS.get(key)
+    if spec is None:
+        raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(REAL_DATASETS)}")
+    return f"{spec.folder}/, as OGB keeps it"
+
 
 def load_dataset(name: str, data_dir: str | os.PathLike, split: int = 0,
                  seed: int = 0, reverse_edges: bool | None = None) -> dgl.DGLGraph:
@@ -324,7 +353,8 @@ def load_dataset(name: str, data_dir: str | os.PathLike, split: int = 0,
         raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(REAL_DATASETS)}")
     root = Path(data_dir)
     if not root.is_dir():
-        raise FileNotFoundError(f"data directory not found: {root}")
+        raise FileNotFoundError(f"data directory not found: {root} (for {key}, a directory "
+                                f"holding {layout(key)})")
     if key in OGBN:
         return load_ogbn(root, key, reverse_edges)
     if key in _HETEROGENEOUS:

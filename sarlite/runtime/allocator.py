@@ -174,9 +174,8 @@ def mini_batch_advice() -> str | None:
         return None
     return (f"sarlite.init fixed glibc's mmap threshold at {applied()} bytes, the setting "
             f"for full-graph training: in mini-batch training it page-faults every batch's "
-            f"buffers anew (epochs about 2x as long in benchmarks.sampled). Sampling "
-            f"scripts should call sarlite.init(mmap_threshold=\"retain\") (or set "
-            f"{ENV}=retain)")
+            f"buffers anew (epochs about 2x as long). Sampling scripts should call "
+            f"sarlite.init(mmap_threshold=\"retain\") (or set {ENV}=retain)")
 
 
 def launch_environ(environ: Mapping[str, str]) -> dict[str, str]:

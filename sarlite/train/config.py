@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..core.budget import parse_bytes
 from ..core.options import ENGINE_FIELDS, EngineOptions
-from ..data import DATASETS, SYNTHETIC_DATASETS
+from ..data import DATA_DIR_LAYOUT, DATASETS, SYNTHETIC_DATASETS, layout
 
 
 class ConfigError(ValueError):
@@ -28,9 +28,9 @@ class _Section(BaseModel):
 
 class DatasetConfig(_Section):
     name: str = Field("synthetic", description="dataset: " + ", ".join(DATASETS))
-    data_dir: Optional[str] = Field(None, description="directory of real datasets, laid "
-                                    "out like shared/data or holding OGB's ogbn_<name>/ "
-                                    "folders or Reddit's files (required for real datasets)")
+    data_dir: Optional[str] = Field(None, description="directory of the real datasets "
+                                    "(required for them; only those used need be there): "
+                                    + DATA_DIR_LAYOUT)
     split: int = Field(0, ge=0, le=9, description="fixed split of a heterophilous dataset")
     reverse_edges: Optional[bool] = Field(
         None, description="ogbn-arxiv / ogbn-papers100M: add reverse edges; ogbn-mag: add "
@@ -55,7 +55,8 @@ class DatasetConfig(_Section):
             raise ValueError(f"unknown dataset {self.name!r}; choose one of "
                              f"{', '.join(DATASETS)}")
         if key not in SYNTHETIC_DATASETS and not self.data_dir:
-            raise ValueError(f"dataset {self.name!r} is read from disk: set dataset.data_dir")
+            raise ValueError(f"dataset {self.name!r} is read from disk: set dataset.data_dir "
+                             f"to the directory holding {layout(key)}")
         return self
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
 
 from .. import comm
 from ..runtime import allocator, health
@@ -24,6 +23,7 @@ from .memory import check_budget, planned_graphs
 from .nonfinite import check_features, check_step
 from .outputs import MetricsLog, on_rank0, plot_curves, write_summary
 from .partitions import prepare_partitions
+from .progress import epoch_progress
 from .labels import checked_labels
 from .sampled import sampled_loader
 
@@ -412,9 +412,8 @@ def _train(cfg: Config, rank: int, world: int) -> dict:
     setup_peak = _restart_peak()     # training_peak_rss_mib counts from here
 
     begin = time.time()
-    bar = tqdm(range(start, cfg.train.epochs), disable=rank != 0, desc="train",
-               initial=start, total=cfg.train.epochs, dynamic_ncols=True)
-    for epoch in bar:
+    progress = epoch_progress(start, cfg.train.epochs, show=rank == 0)   # bar or lines
+    for epoch in range(start, cfg.train.epochs):
         sent_before = comm.traffic.total()["sent"]
         tick = time.perf_counter()
         guard = None if cfg.train.allow_nonfinite else epoch     # names a non-finite step
@@ -435,12 +434,10 @@ def _train(cfg: Config, rank: int, world: int) -> dict:
         row.update(_peaks(setup_peak))
         if rank == 0:
             metrics.append(row)
-            bar.set_postfix(loss=f"{row['loss']:.4f}",
-                            val_acc=f"{row.get('val_acc', float('nan')):.3f}",
-                            epoch_s=f"{row['epoch_time']:.2f}")
+            progress.update(epoch, row)
         if cfg.train.checkpoint_every and (epoch + 1) % cfg.train.checkpoint_every == 0:
             checkpoint.save(out_dir, cfg, epoch + 1, model, optimizer, best, rank, sparse)
-    bar.close()
+    progress.close()
     summary = {"best_val_acc": best["val_acc"], "test_acc_at_best_val": best["test_acc"],
                "best_epoch": best["epoch"], "num_classes": num_classes,
                "total_time_s": time.time() - begin, "world_size": world,
