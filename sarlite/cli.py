@@ -24,7 +24,7 @@ def _add_dataset_args(parser: argparse.ArgumentParser) -> None:
                             "(default: synthetic, the embedded homophilous generator)")
     group.add_argument("--data-dir", default=None,
                        help="directory of the real datasets (only those used need be there): "
-                            f"{data.DATA_DIR_LAYOUT} (see README, 'Datasets')")
+                            f"{data.DATA_DIR_LAYOUT}")
     group.add_argument("--split", type=int, default=0,
                        help="which fixed split of a heterophilous dataset (0-9)")
     group.add_argument("--reverse-edges", action=argparse.BooleanOptionalAction,
