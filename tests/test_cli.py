@@ -124,6 +124,12 @@ def test_a_missing_config_file_is_one_clear_error(tmp_path, capsys):
     assert "absent.yaml does not exist" in capsys.readouterr().err
 
 
+def test_a_missing_file_named_like_a_packaged_config_names_the_packaged_one(tmp_path,
+                                                                            capsys):
+    assert cli.main(["train", "--config", str(tmp_path / "configs" / "demo.yaml")]) == 2
+    assert "a packaged config has that name: --config demo" in capsys.readouterr().err
+
+
 def test_a_malformed_setting_fails_before_any_worker_starts(monkeypatch, capsys):
     monkeypatch.setenv("SARLITE_HEARTBEAT_TIMEOUT", "soon")
     assert cli.main(["train", "--config", "demo"]) == 2

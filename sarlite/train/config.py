@@ -275,7 +275,9 @@ def config_file(name_or_path: str) -> Path:
     if text.endswith((".yaml", ".yml")) or "/" in text or "\\" in text:
         file = Path(text).expanduser()
         if not file.is_file():
-            raise ConfigError(f"config file {file} does not exist")
+            packaged = (f"; a packaged config has that name: --config {file.stem}"
+                        if (PACKAGED / f"{file.stem}.yaml").is_file() else "")
+            raise ConfigError(f"config file {file} does not exist{packaged}")
         return file
     file = PACKAGED / f"{text}.yaml"
     if not file.is_file():
