@@ -74,16 +74,20 @@ def check_target(argv: list[str]) -> str | None:
     return None
 
 
-def run_script(argv: list[str]) -> None:
+def run_script(argv: list[str]) -> dict:
     """Run ``argv`` (``script.py ARGS`` or ``-m module ARGS``, checked by
     :func:`check_target`) as ``__main__`` in this process, as ``python`` would:
     ``sys.argv`` is the script and its arguments, and the script's directory (for
-    ``-m``, the working directory) comes first on ``sys.path``."""
+    ``-m``, the working directory) comes first on ``sys.path``.
+
+    Returns the script's global variables. Under ``python`` they live until the
+    interpreter exits, after the exit hooks; the caller keeps them as long (see
+    ``sarlite.run``), so that a rank that finished its script first still answers the
+    others' one-sided reads of its tensors."""
     if argv[0] == "-m":
         sys.argv = [argv[1], *argv[2:]]
         sys.path.insert(0, os.getcwd())
-        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
-        return
+        return runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
     sys.argv = list(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
-    runpy.run_path(argv[0], run_name="__main__")
+    return runpy.run_path(argv[0], run_name="__main__")

@@ -21,6 +21,7 @@ other than the workers') is one line too, printed by the first rank that failed
 """
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import traceback
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     redirect_dgl()
     try:
-        run_script(argv)
+        _keep_until_exit(run_script(argv))
     except (MixedDGLError, UnsupportedError) as err:
         if int(os.environ.get("RANK", "0")) == 0:
             print(f"sarlite run: error: {err}", file=sys.stderr, flush=True)
@@ -61,6 +62,14 @@ def main(argv: list[str] | None = None) -> int:
             raise
         _fail_once(str(err))
     return 0
+
+
+def _keep_until_exit(script_globals: dict) -> None:
+    """Hold the script's globals until the interpreter exits, as ``python`` holds a
+    script's: its ``DistTensor``s (deleted when freed) then outlive the exit hook in which
+    this rank waits for the others' one-sided reads. The exit hooks run last-registered
+    first; the reference held by this one is dropped only after all of them have run."""
+    atexit.register(lambda held=script_globals: None)
 
 
 def _raised_in_sarlite(err: BaseException) -> bool:

@@ -97,6 +97,14 @@ def test_sarlite_run_trains_an_unmodified_dgl_script_on_two_workers(parts):
                for r in records)
 
 
+def test_a_rank_that_finished_its_script_still_answers_reads_of_its_tensors(parts):
+    done = _run([sys.executable, "-m", "sarlite.cli", "run", "--nproc", "2",
+                 "late_reader.py", "--part_config", parts[2]])
+    assert done.returncode == 0, done.stderr[-3000:]
+    [record] = _records(done.stdout)
+    assert record["rows"] == [[79.0, 79.0]]
+
+
 def test_sarlite_run_takes_dgl_launch_py_s_line(parts, tmp_path):
     (tmp_path / "ip_config.txt").write_text("127.0.0.1\n")
     done = _run([sys.executable, "-m", "sarlite.cli", "run", "--workspace", str(SCRIPTS),
