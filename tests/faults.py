@@ -273,8 +273,16 @@ def stops(work: Path) -> dict:
 
 
 def report(result: dict) -> str:
-    """``faults.md``: the figures of ``result``."""
-    lines = [f"# Faults ({result['date']}, {result['cores']} cores)", ""]
+    """``faults.md``: the figures of ``result``, under the facts of the runs that measured
+    them (machine, software, commits, dates; ``benchmarks.records.header``)."""
+    from benchmarks.records import header
+    facts = list(result.get("facts", {}).values())
+    lines = [f"# Faults ({result['date']}, {result['cores']} cores)", "",
+             *header(facts), ""]
+    if "command" in result:
+        lines += [f"Command: `{result['command']}` (each part below keeps the facts of "
+                  f"the run that measured it: `--runs 0` or `--kills 0` keeps the last "
+                  f"result of that part).", ""]
     if "exit" in result:
         e = result["exit"]
         lines += [f"Exit test: {e['hangs']} hangs and {e['failures']} failures in "
@@ -309,14 +317,22 @@ def main(argv: list[str] | None = None) -> int:
     work, out = Path(args.work), Path(args.out)
     path = out / "faults.json"
     result = json.loads(path.read_text()) if path.is_file() else {}
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # benchmarks.records
+    from benchmarks.records import run_facts
+    facts = result.setdefault("facts", {})
     if args.runs:
         print(f"{args.runs} tiny runs ...", flush=True)
+        facts["exit"] = run_facts(processes=2, env=env())
         result["exit"] = exit_runs(work / "exit", args.runs)
     if args.kills:
         print(f"{args.kills} random kills ...", flush=True)
+        facts["kills"] = run_facts(processes=2, env=env())
         result["kills"] = random_kills(work / "kills", args.kills)
     print("stopping runs each way ...", flush=True)
+    facts["seconds_to_exit"] = run_facts(processes=2, env=env())
     result["seconds_to_exit"] = stops(work)
+    result["command"] = " ".join(["python tests/faults.py", *(argv if argv is not None
+                                                              else sys.argv[1:])])
     result.update(date=time.strftime("%Y-%m-%d"), cores=os.cpu_count())
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2))
