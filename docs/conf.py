@@ -36,8 +36,8 @@ napoleon_google_docstring = False
 html_theme = "alabaster"
 html_title = "sarlite"
 html_theme_options = {"description": "Exact full-graph GNN training across torchrun workers",
-                      "fixed_sidebar": True, "page_width": "1100px",
-                      "sidebar_width": "250px"}
+                      "fixed_sidebar": True, "page_width": "1340px",
+                      "sidebar_width": "240px", "body_max_width": "none"}
 html_sidebars = {"**": ["about.html", "navigation.html", "searchbox.html"]}
 html_static_path = []
 
