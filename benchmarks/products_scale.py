@@ -19,7 +19,8 @@ and with ``None``: METIS on every edge), and the same load then DGL's
 literature model) with sarlite sar on ``--parts`` torchrun workers from sarlite's
 partitions, and the same model in single-process DGL on the whole graph; the DGL run is
 stopped when it passes ``--cap-gib`` and reported as not fitting. Both run in the
-environment users have (no allocator variables).
+environment users have (no allocator variables): sarlite's workers as its launcher starts
+them (torch's huge pages on), DGL as installed. Each record stores which.
 
 Results: ``benchmarks/results/products_scale.{json,md}``.
 """
@@ -210,11 +211,13 @@ def train(args, work: Path) -> list[dict]:
         shutil.rmtree(result_dir, ignore_errors=True)
         result_dir.mkdir(parents=True)
         print(f"train: {system} ...", flush=True)
-        facts = records.run_facts(*_processes_threads(system, args), common.user_env(),
+        # sarlite's workers as its launcher starts them (huge pages on), DGL as installed
+        env = common.suite_env(1) if system != "dgl" else common.user_env()
+        facts = records.run_facts(*_processes_threads(system, args), env,
                                   sarlite_init=system != "dgl")
         run = run_capped(cmd + model + ["--result-dir", str(result_dir)],
                          args.cap_gib * 1024, args.cap_gib * 1024, args.timeout,
-                         common.user_env(), cwd=common.ROOT)
+                         env, cwd=common.ROOT)
         row = {"system": system, "status": run.status, "wall_s": run.seconds, "facts": facts,
                "watched_peak_process_gib": run.peak_process_mib / 1024,
                "watched_peak_total_gib": run.peak_total_mib / 1024}

@@ -159,7 +159,10 @@ def launch(plan: Plan, dataset: str, system: System) -> Path:
         cmd = [sys.executable, "-m", "benchmarks.time_to_accuracy", "--dgl-worker",
                "--config", config, "--threads", str(threads),
                "--seeds-per-step-of", str(plan.sampled_workers()), "--set", *sets]
-    facts = records.run_facts(processes=system.nproc, torch_threads=threads, env=env,
+    # sarlite's workers run in the environment its launcher gives them (huge pages on)
+    from sarlite.runtime.allocator import launch_environ
+    worker_env = launch_environ(env) if system.kind == "sar" else env
+    facts = records.run_facts(processes=system.nproc, torch_threads=threads, env=worker_env,
                               sarlite_init=system.kind == "sar")
     if system.kind == "sar" and system.sampled:     # as `sarlite train` reads it then
         from sarlite.runtime import allocator, read_settings

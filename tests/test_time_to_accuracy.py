@@ -61,6 +61,9 @@ def test_the_report_has_a_row_per_system_a_record_and_a_plot(tiny_run):
         assert facts["threads"]["torch_per_process"] == (
             1 if name.startswith("sar") else summary["meta"]["dgl_torch_threads"])
         assert "malloc_env" in facts["allocator"] and run["launch"]
+        # sarlite's workers as its launcher starts them, DGL as installed
+        assert facts["allocator"]["huge_pages"].startswith(
+            "on" if name.startswith("sar") else "off")
     table = (tiny_run / "time_to_accuracy.md").read_text()
     assert sum(line.startswith("| synthetic") for line in table.splitlines()) == len(SYSTEMS)
     assert (tiny_run / "time_to_accuracy.png").stat().st_size > 0
