@@ -148,21 +148,18 @@ def launch(plan: Plan, dataset: str, system: System) -> Path:
     run_dir = plan.cache / dataset / system.name
     sets = overrides(plan, dataset, system, run_dir)
     config = CASES[dataset].config
-    env = common.user_env()
+    # sarlite's workers as its launcher starts them (huge pages on), DGL as installed
     if system.kind == "sar":
+        threads, env = 1, common.suite_env(1)
         cmd = [sys.executable, "-m", "sarlite.cli", "train", "--config", config,
                "--nproc", str(system.nproc), "--set", *sets]
-        threads = 1
     else:
-        threads = plan.dgl_threads()
-        env["OMP_NUM_THREADS"] = str(threads)        # DGL's OpenMP kernels and torch's
+        threads = plan.dgl_threads()         # also OMP_NUM_THREADS, for DGL's kernels
+        env = common.suite_env(threads, sarlite=False)
         cmd = [sys.executable, "-m", "benchmarks.time_to_accuracy", "--dgl-worker",
                "--config", config, "--threads", str(threads),
                "--seeds-per-step-of", str(plan.sampled_workers()), "--set", *sets]
-    # sarlite's workers run in the environment its launcher gives them (huge pages on)
-    from sarlite.runtime.allocator import launch_environ
-    worker_env = launch_environ(env) if system.kind == "sar" else env
-    facts = records.run_facts(processes=system.nproc, torch_threads=threads, env=worker_env,
+    facts = records.run_facts(processes=system.nproc, torch_threads=threads, env=env,
                               sarlite_init=system.kind == "sar")
     if system.kind == "sar" and system.sampled:     # as `sarlite train` reads it then
         from sarlite.runtime import allocator, read_settings
