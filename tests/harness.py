@@ -15,13 +15,17 @@ import os
 import pickle
 import queue as queue_mod
 import socket
+import sys
 import time
 import traceback
 from datetime import timedelta
+from pathlib import Path
 
 import torch.multiprocessing as mp
 
 COLLECTIVE_TIMEOUT = timedelta(seconds=60)
+#: this environment's ``sarlite`` command, for tests that run it as a user does
+SARLITE = Path(sys.executable).with_name("sarlite")
 
 
 def free_port() -> int:

@@ -4,10 +4,9 @@ about 0.97 validation accuracy; chance is 1/8)."""
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-SARLITE = Path(sys.executable).with_name("sarlite")       # this environment's command
+from harness import SARLITE
 
 
 def run_demo(command: Path, cwd: Path, *extra: str) -> subprocess.CompletedProcess:

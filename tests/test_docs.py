@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from harness import SARLITE
+
 ROOT = Path(__file__).resolve().parents[1]
-SARLITE = Path(sys.executable).with_name("sarlite")       # this environment's command
 LAUNCH = re.compile(r"sarlite run --nproc (\d+)")
 FENCE = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 PAGES = [ROOT / "README.md"] + sorted(p for p in (ROOT / "docs").rglob("*.md")

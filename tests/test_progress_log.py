@@ -4,14 +4,12 @@ import io
 import os
 import re
 import subprocess
-import sys
 import time
-from pathlib import Path
 
+from harness import SARLITE
 from sarlite.train.progress import (PLAIN_INTERVAL, BarProgress, PlainProgress,
                                     epoch_progress)
 
-SARLITE = Path(sys.executable).with_name("sarlite")       # this environment's command
 ROW = {"loss": 0.5, "epoch_time": 0.25}
 
 
