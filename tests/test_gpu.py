@@ -1,4 +1,5 @@
-"""The CUDA/NCCL path: the same exact numbers on GPUs (skipped without CUDA).
+"""The CUDA path: the same exact numbers on GPUs (skipped without CUDA), with NCCL on one
+GPU per rank, and with gloo for ranks that share one GPU.
 
 On CUDA the engine picks its torch kernels by itself (``kernels`` "auto"): the DGL that pip
 installs has no CUDA kernels, and these tests build no DGL graph on the device.
@@ -11,7 +12,7 @@ from conftest import SMALL_LAYERS, random_graph
 from harness import spawn
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
-                                reason="no CUDA device: the NCCL path is tested on GPUs only")
+                                reason="no CUDA device: the CUDA path is tested on GPUs only")
 LAYERS = SMALL_LAYERS
 
 
