@@ -393,8 +393,8 @@ def _forward(graph: ShardSet, message: Message, values, declared, keep_graph: bo
 
 def _edge_outputs(graph: ShardSet, per_step: dict, names) -> tuple[torch.Tensor, ...]:
     """Per-edge values of each of ``names`` over all shards, in the shards' edge order,
-    from the steps' pieces (a chunk holds its edges in shard order: each goes back where
-    it came from)."""
+    from the steps' pieces (a chunk's ``edge_index`` says where in the shard each of its
+    edges goes back to)."""
     by_shard: dict[int, list] = {j: [] for j in range(len(graph.shards))}
     for step in graph.steps:
         if step.index in per_step:

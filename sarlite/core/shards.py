@@ -44,8 +44,9 @@ class GraphShard:
         ``(start, end)`` of this shard's edges in the manager's ``edata`` (shard order).
     edge_index, dst_index:
         ``None`` for a whole shard. For a chunk (see :meth:`chunks`): ``(E_c,)`` int64, the
-        positions of the chunk's edges among the shard's edges (ascending), so that block
-        edge ``e`` is shard edge ``edge_index[e]``; and ``(D_c,)`` int64, the destination
+        positions of the chunk's edges among the shard's edges, so that block edge ``e``
+        is shard edge ``edge_index[e]`` (ordered by destination, each destination's edges
+        in shard order); and ``(D_c,)`` int64, the destination
         nodes the chunk's edges reach (ascending), so that block destination ``d`` is
         destination ``dst_index[d]`` of the shard.
     """
@@ -130,7 +131,9 @@ class GraphShard:
         (c + 1) * max_rows)`` of the shard, renumbered from 0, and as destinations only
         the nodes those edges reach (``dst_index``), so that a chunk's aggregate is no
         larger than its edges need; its ``edge_index`` says where its edges sit in the
-        shard (their order is kept). Chunks past the shard's rows are empty (other ranks
+        shard. A chunk's edges are ordered by destination, and each destination keeps its
+        edges in shard order, so its messages are reduced in the same order as in the
+        whole shard. Chunks past the shard's rows are empty (other ranks
         may need more chunks in the same ring round). ``count == 1`` gives the shard
         itself.
         """
@@ -150,6 +153,10 @@ class GraphShard:
         pieces = []
         for c in range(count):
             eids = order[bounds[c]:bounds[c + 1]]
+            # by destination, each destination's edges in shard order: a chunk's fold
+            # then walks the output rows upwards (no random read-modify-write) and every
+            # destination still sums its edges in the order one DGL graph does
+            eids = eids[torch.sort(dst[eids], stable=True).indices]
             lo, hi = min(c * max_rows, num_rows), min((c + 1) * max_rows, num_rows)
             reached, compact = torch.unique(dst[eids], return_inverse=True)
             index = EdgeIndex(src[eids] - lo, compact.to(dst.dtype), hi - lo,
