@@ -4,7 +4,7 @@ import dgl.nn as dglnn
 import torch
 
 import sarlite
-from harness import rows_per_call
+from harness import record_rows_per_call
 
 
 def reference(g):
@@ -20,8 +20,7 @@ def reference(g):
 def worker(rank, world, config, state, engine: dict):
     """The same on this worker's partition, built with ``construct_full_graph(data,
     **engine)``: output, input gradient, summed weight gradient, the largest rows per peer
-    of every split-size collective call made, and the graph's class name."""
-    import torch.distributed as dist
+    of every row exchange call made, and the graph's class name."""
     sarlite.install_dgl_dispatch()
     data = sarlite.load_partition_data(config)
     g = sarlite.construct_full_graph(data, **engine)
@@ -29,7 +28,7 @@ def worker(rank, world, config, state, engine: dict):
     conv.load_state_dict(state)
     x = data.node_features["feat"].clone().requires_grad_()
     sizes = []
-    dist.all_to_all_single = rows_per_call(sizes)
+    record_rows_per_call(sizes)
     out = conv(g, x)
     out.sum().backward()
     sarlite.all_reduce_gradients(conv)

@@ -126,18 +126,23 @@ def spawn(fn, world_size: int, *args, timeout: float = 180.0,
             proc.join(timeout=10)
 
 
-def rows_per_call(record: list):
-    """A stand-in for ``torch.distributed.all_to_all_single`` that appends to ``record``
-    the largest split size (rows per peer) of every call made with split sizes, then
-    makes the call. For a worker to install in itself, to check bounds on exchanges."""
+def record_rows_per_call(record: list) -> None:
+    """Make this process's row exchanges append to ``record`` the most rows each call
+    moves to or from one peer: ``torch.distributed.all_to_all_single`` calls made with
+    split sizes and ``batch_isend_irecv`` pairs (ring exchanges) are wrapped, and still
+    made. For a worker to install in itself, to check bounds on exchanges."""
     import torch.distributed as dist
-    inner = dist.all_to_all_single
+    all_to_all, pairs = dist.all_to_all_single, dist.batch_isend_irecv
 
     def counted(output, input, output_split_sizes=None, input_split_sizes=None, **kw):
         if output_split_sizes is not None:
             record.append(max(list(output_split_sizes) + list(input_split_sizes)))
-        return inner(output, input, output_split_sizes, input_split_sizes, **kw)
-    return counted
+        return all_to_all(output, input, output_split_sizes, input_split_sizes, **kw)
+
+    def counted_pairs(ops):
+        record.append(max(op.tensor.shape[0] for op in ops))
+        return pairs(ops)
+    dist.all_to_all_single, dist.batch_isend_irecv = counted, counted_pairs
 
 
 def train_errors(config, nproc: int = 1, timeout: float = 300) -> tuple[int, str, list[str]]:

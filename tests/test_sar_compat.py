@@ -64,15 +64,22 @@ def _pass(model, graphs, x, probe):
 
 
 class _Counter:
-    """Counts torch.distributed.all_to_all_single calls (the row exchanges)."""
+    """Counts the row exchanges' calls: ``all_to_all_single`` and ``batch_isend_irecv``
+    (ring exchanges); :meth:`remove` puts the real functions back."""
 
     def __init__(self):
-        self.calls, self._real = 0, dist.all_to_all_single
-        dist.all_to_all_single = self._count
+        self.calls = 0
+        self._real = dist.all_to_all_single, dist.batch_isend_irecv
+        dist.all_to_all_single, dist.batch_isend_irecv = (self._counted(f) for f in self._real)
 
-    def _count(self, *args, **kwargs):
-        self.calls += 1
-        return self._real(*args, **kwargs)
+    def _counted(self, real):
+        def call(*args, **kwargs):
+            self.calls += 1
+            return real(*args, **kwargs)
+        return call
+
+    def remove(self):
+        dist.all_to_all_single, dist.batch_isend_irecv = self._real
 
 
 def _engine(rank, world, config, state, out):
@@ -103,7 +110,7 @@ def _engine(rank, world, config, state, out):
     out["tiny"] = _pass(model, g, x, probe) + (g.mode,)
     sar.Config.max_collective_size = 0
     out["calls"] = (default_calls, counter.calls)
-    dist.all_to_all_single = counter._real
+    counter.remove()
     block = sar.construct_full_graph(pd).get_full_partition_graph()
     out["one-shot"] = _pass(model, block, x, probe) + (type(block).__name__,)
 

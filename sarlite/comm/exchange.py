@@ -1,8 +1,11 @@
-"""Row exchanges between ranks on top of ``all_to_all_single``.
+"""Row exchanges between ranks on top of ``all_to_all_single`` and point-to-point pairs.
 
 gloo has ``all_to_all_single`` with split sizes but not the list form of ``all_to_all``, so
-every exchange here is one ``all_to_all_single`` (plus one small header exchange of sizes,
-row widths and dtypes when the receiver cannot know them). All functions are
+an exchange with every rank is one ``all_to_all_single`` (plus one small header exchange of
+sizes, row widths and dtypes when the receiver cannot know them). A ring exchange, where
+each rank talks to one peer each way, is one send and one receive
+(``batch_isend_irecv``): a rank then waits only for the rank it receives from, not for
+every rank, at each of the many steps of a sequential pass. All functions are
 **collectives**: every rank must call them in the same order, also with nothing to send.
 """
 from __future__ import annotations
@@ -67,13 +70,15 @@ def ring_exchange(rows: torch.Tensor, send_to: int, num_recv: int, recv_from: in
     One round of a ring schedule: in round ``r`` rank ``i`` sends to ``(i + r) % N`` and
     receives from ``(i - r) % N``, so every rank talks to a different peer. The received rows
     have the same trailing shape and dtype as ``rows``. Collective: all ranks call it in the
-    same round. With ``async_op`` it returns at once; ``wait()`` on the result blocks.
+    same round. With ``async_op`` it returns at once; ``wait()`` on the result blocks
+    until our rows are sent and the peer's have arrived (the process group's timeout
+    applies). Messages between two ranks are matched in the order they are posted.
 
     With ``max_rows`` the exchange is ``calls`` collective calls, each moving at most
     ``max_rows`` rows each way; every rank must pass the same ``calls``, at least
     ``ceil(largest count of any rank in this round / max_rows)``.
     """
-    me, size = rank(), world_size()
+    me = rank()
     row_shape = rows.shape[1:]
     device = rows.device
     if send_to == me:
@@ -87,13 +92,14 @@ def ring_exchange(rows: torch.Tensor, send_to: int, num_recv: int, recv_from: in
     works = []
     for (s_start, s_rows), (r_start, r_rows) in zip(_pieces(flat.shape[0], calls, max_rows),
                                                     _pieces(num_recv, calls, max_rows)):
-        send_sizes, recv_sizes = [0] * size, [0] * size
-        send_sizes[send_to], recv_sizes[recv_from] = s_rows, r_rows
         send, recv = flat.narrow(0, s_start, s_rows), out.narrow(0, r_start, r_rows)
-        work = guarded(kind, lambda: dist.all_to_all_single(
-            recv, send, recv_sizes, send_sizes, async_op=async_op))
+        pair = guarded(kind, lambda: dist.batch_isend_irecv([
+            dist.P2POp(dist.isend, send, send_to), dist.P2POp(dist.irecv, recv, recv_from)]))
         if async_op:
-            works.append(work)
+            works.extend(pair)
+        else:
+            for work in pair:
+                guarded(kind, work.wait)
     traffic.record(kind, _nbytes(flat), _nbytes(out))
     return PendingRows(works, out, row_shape, device, kind)
 
