@@ -93,15 +93,13 @@ def ring_exchange(rows: torch.Tensor, send_to: int, num_recv: int, recv_from: in
     for (s_start, s_rows), (r_start, r_rows) in zip(_pieces(flat.shape[0], calls, max_rows),
                                                     _pieces(num_recv, calls, max_rows)):
         send, recv = flat.narrow(0, s_start, s_rows), out.narrow(0, r_start, r_rows)
-        pair = guarded(kind, lambda: dist.batch_isend_irecv([
+        works += guarded(kind, lambda: dist.batch_isend_irecv([
             dist.P2POp(dist.isend, send, send_to), dist.P2POp(dist.irecv, recv, recv_from)]))
-        if async_op:
-            works.extend(pair)
-        else:
-            for work in pair:
-                guarded(kind, work.wait)
     traffic.record(kind, _nbytes(flat), _nbytes(out))
-    return PendingRows(works, out, row_shape, device, kind)
+    pending = PendingRows(works, out, row_shape, device, kind)
+    if not async_op:
+        pending.wait()            # completed here; wait() on the result returns the rows
+    return pending
 
 
 def exchange_sizes(counts: list[int] | torch.Tensor) -> list[int]:

@@ -147,16 +147,16 @@ class GraphShard:
     def _split(self, max_rows: int, count: int) -> tuple["GraphShard", ...]:
         src, dst = self.index.src, self.index.dst
         which = torch.div(src, max_rows, rounding_mode="floor")
-        order = torch.sort(which, stable=True).indices
+        # one stable sort by (chunk, destination): within a chunk each destination's edges
+        # stay in shard order, so it sums them in the order one DGL graph does, and the
+        # chunk's fold walks the output rows upwards (no random read-modify-write)
+        key = which.long() * self.index.num_dst + dst.long()
+        order = torch.sort(key, stable=True).indices
         bounds = [0] + torch.bincount(which, minlength=count).cumsum(0).tolist()
         num_rows = self.index.num_src
         pieces = []
         for c in range(count):
             eids = order[bounds[c]:bounds[c + 1]]
-            # by destination, each destination's edges in shard order: a chunk's fold
-            # then walks the output rows upwards (no random read-modify-write) and every
-            # destination still sums its edges in the order one DGL graph does
-            eids = eids[torch.sort(dst[eids], stable=True).indices]
             lo, hi = min(c * max_rows, num_rows), min((c + 1) * max_rows, num_rows)
             reached, compact = torch.unique(dst[eids], return_inverse=True)
             index = EdgeIndex(src[eids] - lo, compact.to(dst.dtype), hi - lo,
