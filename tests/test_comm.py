@@ -65,6 +65,27 @@ def test_ring_round_r_receives_from_rank_minus_r():
             assert values == [float(peer)] * (peer + 1)
 
 
+def _ring_into(rank, world, rows_out):
+    send_to, recv_from = (rank + 1) % world, (rank - 1) % world
+    out = torch.empty(rows_out, 2)
+    try:
+        got = ring_exchange(torch.full((2, 2), float(rank)), send_to, 2, recv_from,
+                            kind="ring", out=out).wait()
+    except ValueError as error:
+        return str(error)
+    return got.tolist(), got.data_ptr() == out.data_ptr()
+
+
+def test_a_ring_exchange_receives_into_the_buffer_it_is_given():
+    for rank, (values, same) in enumerate(spawn(_ring_into, 2, 2, timeout=120)):
+        assert values == [[float(1 - rank)] * 2] * 2 and same
+
+
+def test_a_ring_exchange_refuses_a_receive_buffer_of_the_wrong_size_before_sending():
+    for message in spawn(_ring_into, 2, 3, timeout=120):
+        assert "receive buffer of 2 rows of width 2" in message and "(3, 2)" in message
+
+
 def _sync_and_reduce(rank, world):
     torch.manual_seed(rank)                       # different initial values per rank
     model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2),

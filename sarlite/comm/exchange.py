@@ -64,7 +64,7 @@ def _pieces(count: int, calls: int, max_rows: int | None) -> list[tuple[int, int
 
 def ring_exchange(rows: torch.Tensor, send_to: int, num_recv: int, recv_from: int,
                   kind: str, async_op: bool = True, max_rows: int | None = None,
-                  calls: int = 1) -> PendingRows:
+                  calls: int = 1, out: torch.Tensor | None = None) -> PendingRows:
     """Send ``rows`` to rank ``send_to`` and receive ``num_recv`` rows from ``recv_from``.
 
     One round of a ring schedule: in round ``r`` rank ``i`` sends to ``(i + r) % N`` and
@@ -77,6 +77,10 @@ def ring_exchange(rows: torch.Tensor, send_to: int, num_recv: int, recv_from: in
     With ``max_rows`` the exchange is ``calls`` collective calls, each moving at most
     ``max_rows`` rows each way; every rank must pass the same ``calls``, at least
     ``ceil(largest count of any rank in this round / max_rows)``.
+
+    ``out``: a contiguous tensor of ``num_recv`` rows of ``rows``' row size and dtype on
+    the communication device to receive into (a reused step buffer), instead of a new
+    one; ``wait()`` then returns a view of it.
     """
     me = rank()
     row_shape = rows.shape[1:]
@@ -88,7 +92,12 @@ def ring_exchange(rows: torch.Tensor, send_to: int, num_recv: int, recv_from: in
         raise ValueError(f"ring_exchange {kind!r}: {max(rows.shape[0], num_recv)} rows do "
                          f"not fit in {calls} calls of {max_rows}")
     flat = _as_rows(rows).to(comm_device()).contiguous()
-    out = flat.new_empty((num_recv, flat.shape[1]))
+    out = flat.new_empty((num_recv, flat.shape[1])) if out is None else _as_rows(out)
+    if out.shape != (num_recv, flat.shape[1]) or out.dtype != flat.dtype or \
+            out.device != flat.device or not out.is_contiguous():
+        raise ValueError(f"ring_exchange {kind!r}: a receive buffer of {num_recv} rows of "
+                         f"width {flat.shape[1]} ({flat.dtype}, {flat.device}) is needed, "
+                         f"got {tuple(out.shape)} ({out.dtype}, {out.device})")
     works = []
     for (s_start, s_rows), (r_start, r_rows) in zip(_pieces(flat.shape[0], calls, max_rows),
                                                     _pieces(num_recv, calls, max_rows)):
