@@ -40,10 +40,10 @@ def test_every_exchange_moves_at_most_the_bound_and_results_stay_exact(tmp_path,
     assert len(sizes) > 12 and max(sizes) <= bound     # many steps, none above the bound
 
 
-def _sage_mean_pass(data, state, rows):
-    """A SAGE-mean layer's forward and backward on the full graph with ``rows`` per step:
-    ``(graph, layer, output, input gradient)``."""
-    g = sarlite.construct_full_graph(data, max_rows_per_step=rows)
+def _sage_mean_pass(data, state, rows, depth=None):
+    """A SAGE-mean layer's forward and backward on the full graph with ``rows`` per step
+    (and ``depth`` steps fetched ahead): ``(graph, layer, output, input gradient)``."""
+    g = sarlite.construct_full_graph(data, max_rows_per_step=rows, pipeline_depth=depth)
     conv = dglnn.SAGEConv(4, 3, "mean")
     conv.load_state_dict(state)
     x = data.node_features["feat"].clone().requires_grad_()
@@ -52,13 +52,16 @@ def _sage_mean_pass(data, state, rows):
     return g, conv, out.detach(), x.grad
 
 
-def _sage_mean_in_steps(rank, world, config, state, rows):
-    _, _, out, xgrad = _sage_mean_pass(sarlite.load_partition_data(config), state, rows)
+def _sage_mean_in_steps(rank, world, config, state, rows, depth):
+    _, _, out, xgrad = _sage_mean_pass(sarlite.load_partition_data(config), state, rows,
+                                       depth)
     return out, xgrad
 
 
-@pytest.mark.parametrize("rows", [1, 1000])
-def test_copy_u_backward_without_refetch_also_returns_gradients_in_steps(tmp_path, rows):
+# steps of one row, fetched 0, 1 and 2 ahead, reuse their buffers after 1, 2 and 3 steps
+@pytest.mark.parametrize("rows,depth", [(1, 1), (1000, 1), (1, 0), (1, 2)])
+def test_copy_u_backward_without_refetch_also_returns_gradients_in_steps(tmp_path, rows,
+                                                                         depth):
     g = random_graph(num_nodes=50, num_edges=250)
     orig, _ = sarlite.partition_graph(g, "g", 2, tmp_path, return_mapping=True)
     torch.manual_seed(0)
@@ -67,9 +70,40 @@ def test_copy_u_backward_without_refetch_also_returns_gradients_in_steps(tmp_pat
     out = conv(g, x)
     out.sum().backward()
     results = spawn(_sage_mean_in_steps, 2, str(tmp_path / "g.json"), conv.state_dict(),
-                    rows, timeout=120)
+                    rows, depth, timeout=120)
     torch.testing.assert_close(torch.cat([r[0] for r in results]), out[orig].detach(), **TOL)
     torch.testing.assert_close(torch.cat([r[1] for r in results]), x.grad[orig], **TOL)
+
+
+def _fetched_twice(rank, world, config, depth):
+    """Every remote step's fetched rows, as fetched without and with reuse: ``(values,
+    storage addresses)`` for each; the rows are held to the end."""
+    from sarlite.core.sar_op import ShardSet
+    data = sarlite.load_partition_data(config)
+    g = sarlite.construct_full_graph(data, max_rows_per_step=2, pipeline_depth=depth)
+    graph = ShardSet(tuple(g.shards), g.plan, g.in_degrees(), g.engine_options())
+    x = data.node_features["feat"]
+    runs = []
+    for reuse in (False, True):
+        held = [(rows.clone(), rows) for step, _, (rows,) in
+                graph.fetched([x], "test", reuse=reuse) if step.round_ > 0]
+        runs.append(([v for v, _ in held], [r.untyped_storage().data_ptr() for _, r in held]))
+    return runs
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2])
+def test_reused_steps_receive_into_depth_plus_one_buffers_and_fetch_the_same_rows(
+        tmp_path, depth):
+    g = random_graph(num_nodes=40, num_edges=200)
+    sarlite.partition_graph(g, "g", 2, tmp_path, part_method="random")
+    for fresh, reused in spawn(_fetched_twice, 2, str(tmp_path / "g.json"), depth,
+                               timeout=120):
+        assert len(fresh[0]) > depth + 2                     # many remote steps
+        for a, b in zip(fresh[0], reused[0]):
+            torch.testing.assert_close(a, b)
+        assert len(set(fresh[1])) == len(fresh[1])           # held: all distinct
+        assert reused[1][depth + 1:] == reused[1][:-(depth + 1)]
+        assert len(set(reused[1])) == depth + 1
 
 
 def _shard(num_rows=7, num_dst=5, num_edges=30, seed=0) -> GraphShard:

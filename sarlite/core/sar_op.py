@@ -40,6 +40,7 @@ from .capture import Captures
 from .message import is_copy_src
 from .options import EngineOptions, step_rows
 from .shards import GraphShard, RingPlan, Step
+from .step_buffers import Rotation
 
 FETCH_KIND, GRAD_KIND = "sar_fetch", "sar_grad"
 
@@ -75,11 +76,12 @@ class ShardSet:
         """The shard, or the chunk of it, that ``step`` aggregates."""
         return self.shards[step.shard].chunks(self.step_rows, step.chunks)[step.chunk]
 
-    def fetched(self, tensors, kind: str):
-        """``(step, piece, fetched rows)`` for every step; see :meth:`RingPlan.fetched`."""
+    def fetched(self, tensors, kind: str, reuse: bool = False):
+        """``(step, piece, fetched rows)`` for every step; see :meth:`RingPlan.fetched`
+        (with ``reuse``, a step's rows are overwritten once the next step is asked for)."""
         for step, rows in self.plan.fetched(tensors, self.steps, self.options.pipeline_depth,
                                             kind, self.options.max_collective_rows,
-                                            self.options.halo_dtype):
+                                            self.options.halo_dtype, reuse):
             yield step, self.piece(step), rows
 
 
@@ -351,7 +353,8 @@ def _forward(graph: ShardSet, message: Message, values, declared, keep_graph: bo
     capture = Captures(declared) if message.udf and torch.is_grad_enabled() else None
     copies = not keep_graph and _copies_and_sums(message)
     state, per_step, fetched_leaves, rng_states = (None, None), {}, {}, {}
-    for step, piece, fetched in graph.fetched(src_vals, FETCH_KIND):
+    # the copy_u + sum path uses a step's rows up within the step: its buffers are reused
+    for step, piece, fetched in graph.fetched(src_vals, FETCH_KIND, reuse=copies):
         if keep_graph:
             fetched = _leaves_like(fetched, values[:len(message.src)])
             fetched_leaves[step.index] = fetched
@@ -445,7 +448,10 @@ class SequentialAggregation(torch.autograd.Function):
 class _GradReturn:
     """Sends fetched-row gradients back step by step and sums what comes back into the
     gradients of the source fields (created on first use). With ``depth`` 0 each exchange
-    completes before the next step is computed; otherwise one stays in flight."""
+    completes before the next step is computed; otherwise one stays in flight.
+
+    What comes back is added up before the next step is posted, so it arrives in one
+    reused buffer per field (``received``)."""
 
     def __init__(self, graph: ShardSet, src_vals):
         self.plan, self.options = graph.plan, graph.options
@@ -453,13 +459,15 @@ class _GradReturn:
         self.wanted = [t.requires_grad for t in src_vals]
         self.grads = [None] * len(src_vals)
         self.pending = []
+        capacity = self.plan.largest_step(graph.steps)
+        self.received = [Rotation(1, capacity) for _ in src_vals]
 
     def post(self, step: Step, fetched_grads):
         """Send the gradients of the rows fetched in ``step``; apply the previous step's."""
         self.flush()
         self.pending = [(step, f, self.plan.return_grad(
-            grad, step, GRAD_KIND, self.options.max_collective_rows, self.options.halo_dtype))
-                        for f, grad in enumerate(fetched_grads) if self.wanted[f]]
+            grad, step, GRAD_KIND, self.options.max_collective_rows, self.options.halo_dtype,
+            self.received[f])) for f, grad in enumerate(fetched_grads) if self.wanted[f]]
         if self.options.pipeline_depth == 0:
             self.flush()
 

@@ -16,9 +16,11 @@ from typing import Iterator, Sequence
 
 import torch
 
-from ..comm import all_gather_object, all_to_all_rows, rank, ring_exchange, world_size
+from ..comm import (all_gather_object, all_to_all_rows, comm_device, rank, ring_exchange,
+                    world_size)
 from .local_blocks import BlockCache
 from .kernels import FUSED_DTYPES, EdgeIndex, add_copied, narrow
+from .step_buffers import Rotation
 
 
 #: Above this many edges per destination a chunk's ``copy_u`` + ``sum`` runs as an
@@ -268,32 +270,45 @@ class RingPlan:
         return max(1, -(-step.largest // max_rows))
 
     def fetch(self, tensor: torch.Tensor, step: "Step", kind: str,
-              max_rows: int | None = None, wire: torch.dtype | None = None):
+              max_rows: int | None = None, wire: torch.dtype | None = None,
+              buffers: StepBuffers | None = None):
         """Post ``step`` of fetching rows of ``tensor``: returns a pending handle.
         ``wire``: the dtype floating-point rows travel in (see :class:`EngineOptions
-        <sarlite.core.options.EngineOptions>`' ``halo_dtype``)."""
+        <sarlite.core.options.EngineOptions>`' ``halo_dtype``). ``buffers``: where the
+        rows sent and received go (reused; see :meth:`fetched`), else new tensors."""
         send_to, recv_from = self.peers(step.round_)
         idx = self.send_idx[send_to]
-        rows = tensor if idx is None else tensor.index_select(
-            0, idx[step.send[0]:step.send[1]])
+        rows = tensor if idx is None else _gathered(tensor, idx[step.send[0]:step.send[1]],
+                                                    buffers)
+        num_recv = step.recv[1] - step.recv[0]
+        out = _receive_buffer(None if buffers is None else buffers.received, num_recv,
+                              tensor, send_to != self.me, wire)
         return _send(lambda payload: ring_exchange(
-            payload, send_to, step.recv[1] - step.recv[0], recv_from, kind, max_rows=max_rows,
-            calls=self.calls(step, max_rows)), rows, send_to != self.me, wire)
+            payload, send_to, num_recv, recv_from, kind, max_rows=max_rows,
+            calls=self.calls(step, max_rows), out=out), rows, send_to != self.me, wire)
 
     def return_grad(self, grad_rows: torch.Tensor, step: "Step", kind: str,
-                    max_rows: int | None = None, wire: torch.dtype | None = None):
+                    max_rows: int | None = None, wire: torch.dtype | None = None,
+                    received: Rotation | None = None):
         """Post ``step`` of sending gradients of fetched rows back to their owner.
 
         The reverse of :meth:`fetch` (the same pairs, so the same number of calls): the
         result holds the gradients of the rows we sent in that step, from the worker we
-        served.
+        served. ``received``: where those arrive (reused buffers), else a new tensor.
         """
         send_to, recv_from = self.peers(step.round_)
         idx = self.send_idx[send_to]
+        num_recv = grad_rows.shape[0] if idx is None else step.send[1] - step.send[0]
+        out = _receive_buffer(received, num_recv, grad_rows, send_to != self.me, wire)
         return _send(lambda payload: ring_exchange(
-            payload, recv_from, grad_rows.shape[0] if idx is None else step.send[1] -
-            step.send[0], send_to, kind, max_rows=max_rows, calls=self.calls(step, max_rows)),
-            grad_rows, send_to != self.me, wire)
+            payload, recv_from, num_recv, send_to, kind, max_rows=max_rows,
+            calls=self.calls(step, max_rows), out=out), grad_rows, send_to != self.me, wire)
+
+    def largest_step(self, steps: Sequence["Step"]) -> int:
+        """The most rows this rank sends or receives in one remote step of ``steps``
+        (the size a reused step buffer needs)."""
+        return max((max(s.send[1] - s.send[0], s.recv[1] - s.recv[0]) for s in steps
+                    if s.round_ > 0), default=0)
 
     def add_returned(self, total: torch.Tensor, grad_rows: torch.Tensor, step: "Step") -> None:
         """Add gradients returned in ``step`` into ``total`` at the rows we served."""
@@ -304,23 +319,59 @@ class RingPlan:
             total.index_add_(0, idx[step.send[0]:step.send[1]], grad_rows)
 
     def fetched(self, tensors: Sequence[torch.Tensor], steps: Sequence["Step"], depth: int,
-                kind: str, max_rows: int | None = None, wire: torch.dtype | None = None
-                ) -> Iterator[tuple["Step", list[torch.Tensor]]]:
+                kind: str, max_rows: int | None = None, wire: torch.dtype | None = None,
+                reuse: bool = False) -> Iterator[tuple["Step", list[torch.Tensor]]]:
         """Fetch ``tensors`` step by step, ``depth`` steps ahead.
 
         Yields ``(step, fetched)`` where ``fetched[f]`` holds the rows of ``tensors[f]``
         that the step's chunk of shard ``step.shard`` reads. Collective: every rank must
         consume the whole generator, with the same ``steps`` and ``max_rows``.
+
+        With ``reuse`` the rows sent and received move through ``depth + 1`` buffers per
+        tensor, of the pass's largest step, taken in turn (:mod:`~sarlite.core.step_buffers`):
+        the caller must be done with a step's ``fetched`` rows when it asks for the next
+        step, for they are overwritten after that.
         """
+        capacity = self.largest_step(steps)
+        buffers = [StepBuffers(Rotation(depth + 1, capacity), Rotation(depth + 1, capacity))
+                   if reuse else None for _ in tensors]
         pending = deque()
         posted = 0
         for step in steps:
             while posted < len(steps) and posted <= step.index + depth:
-                pending.append([self.fetch(t, steps[posted], kind, max_rows, wire)
-                                for t in tensors])
+                pending.append([self.fetch(t, steps[posted], kind, max_rows, wire, b)
+                                for t, b in zip(tensors, buffers)])
                 posted += 1
             handles = pending.popleft()
             yield step, [h.wait() for h in handles]
+
+
+@dataclass(frozen=True)
+class StepBuffers:
+    """Where one tensor's rows are sent from and received into, step after step."""
+
+    sent: Rotation
+    received: Rotation
+
+
+def _gathered(tensor: torch.Tensor, index: torch.Tensor,
+              buffers: StepBuffers | None) -> torch.Tensor:
+    """``tensor[index]``, into the next send buffer when there are ``buffers``."""
+    if buffers is None:
+        return tensor.index_select(0, index)
+    out = buffers.sent.take(index.numel(), tensor.shape[1:], tensor.dtype, tensor.device)
+    return torch.index_select(tensor, 0, index, out=out)
+
+
+def _receive_buffer(received: Rotation | None, rows: int, like: torch.Tensor,
+                    remote: bool, wire: torch.dtype | None) -> torch.Tensor | None:
+    """The next buffer of ``received`` for ``rows`` rows like ``like``'s, where one is used:
+    not for the local shard (no exchange), rows that travel in ``wire``, or rows whose
+    exchange runs on another device (``comm_device``)."""
+    narrowed = wire is not None and like.is_floating_point() and like.dtype != wire
+    if received is None or not remote or narrowed or like.device != comm_device():
+        return None
+    return received.take(rows, like.shape[1:], like.dtype, like.device)
 
 
 def _span(chunk: int, rows: int, count: int) -> tuple[int, int]:
