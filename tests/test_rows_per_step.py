@@ -214,4 +214,11 @@ def test_a_chunk_with_many_edges_per_destination_leaves_the_sum_to_its_block():
     out = torch.zeros(2, 4)
     assert not chunk.add_copied(out, torch.randn(chunk.index.num_src, 4))
     assert torch.equal(out, torch.zeros(2, 4))
-    assert chunk.copied_back(torch.randn(2, 4)) is None
+
+
+def test_a_chunk_with_many_edges_per_destination_still_sums_its_gradient_back_along_them():
+    chunk = _shard(num_rows=7, num_dst=2, num_edges=60).chunks(4, 2)[0]   # ~17 per dst
+    grad = torch.randn(2, 4)
+    back = torch.zeros(chunk.index.num_src, 4).index_add_(
+        0, chunk.index.src.long(), grad[chunk.dst_index[chunk.index.dst.long()]])
+    torch.testing.assert_close(chunk.copied_back(grad), back)

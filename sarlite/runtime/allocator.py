@@ -13,7 +13,8 @@ off, so every buffer of at least the threshold goes back when it is freed.
 :func:`sarlite.init` does this (see :func:`configure`); it changes one setting of this
 process's allocator, once, and says so in the log. The cost is a page fault per page of
 each large buffer (the kernel hands out zeroed pages), measured in the benchmark suite,
-which has always run with the threshold fixed.
+which has always run with the threshold fixed. The engine's passes in steps, which would
+pay it at every step, reuse their step buffers instead (:mod:`sarlite.core.step_buffers`).
 
 That cost is worth paying where buffers scale with the graph (full-graph training), not
 in **sampled mini-batch training**, whose buffers are bounded by the batch and are made
