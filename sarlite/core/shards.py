@@ -199,10 +199,16 @@ class _Restored:
         return self._pending.wait().to(self._dtype)
 
 
+def _narrowed(rows: torch.Tensor, remote: bool, wire: torch.dtype | None) -> bool:
+    """Whether ``rows`` travel in ``wire``: they go to another rank, and are floating
+    point of another type."""
+    return remote and wire is not None and rows.is_floating_point() and rows.dtype != wire
+
+
 def _send(exchange, rows: torch.Tensor, remote: bool, wire: torch.dtype | None):
-    """``exchange(rows)``, the rows in ``wire`` when they go to another rank and are a
-    wider floating type; the received rows come back in ``rows``' dtype."""
-    if not remote or wire is None or not rows.is_floating_point() or rows.dtype == wire:
+    """``exchange(rows)``, the rows in ``wire`` when :func:`_narrowed`; the received rows
+    come back in ``rows``' dtype."""
+    if not _narrowed(rows, remote, wire):
         return exchange(rows)
     return _Restored(exchange(rows.to(wire)), rows.dtype)
 
@@ -375,8 +381,8 @@ def _receive_buffer(received: Rotation | None, rows: int, like: torch.Tensor,
     """The next buffer of ``received`` for ``rows`` rows like ``like``'s, where one is used:
     not for the local shard (no exchange), rows that travel in ``wire``, or rows whose
     exchange runs on another device (``comm_device``)."""
-    narrowed = wire is not None and like.is_floating_point() and like.dtype != wire
-    if received is None or not remote or narrowed or like.device != comm_device():
+    if (received is None or not remote or _narrowed(like, remote, wire)
+            or like.device != comm_device()):
         return None
     return received.take(rows, like.shape[1:], like.dtype, like.device)
 
