@@ -312,10 +312,10 @@ def table(records: list[dict]) -> list[str]:
              "peak all workers (MiB) | vs DGL peak | growth/worker (MiB) | vs DGL growth |"
              + (" allocator peak/worker (MiB) |" if cuda else "") +
              " halo MiB/epoch | bound MiB/epoch | vs bound | expected vs bound | "
-             "other MiB/epoch | CPU steal % |",
+             "other MiB/epoch | CPU s/epoch | CPU steal % |",
              "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if cuda else "") +
-             "---|---|---|---|---|---|"]
-    width = 17 + cuda
+             "---|---|---|---|---|---|---|"]
+    width = 18 + cuda
     for r in records:
         if "error" in r:
             lines.append(f"| {r['case']} | {r['run']} | FAILED: "
@@ -339,6 +339,7 @@ def table(records: list[dict]) -> list[str]:
             f"{_fmt(r['halo_bytes_per_epoch'] / bound if bound else None, '.3f', 'x')} | "
             f"{_fmt(expected, '.3f', 'x')} | "
             f"{r['other_bytes_per_epoch'] / MIB:.2f} | "
+            f"{_fmt(r.get('cpu_s_per_epoch'), '.2f')} | "
             f"{_fmt(r.get('cpu_steal_pct'), '.0f')} |")
     return lines
 
@@ -399,7 +400,10 @@ engine.max_rows_per_step (see benchmarks/cases.py). budget: sar with
 engine.memory_budget at 1.05x the larger peak of the sar and one-shot runs at the same N
 (each layer one-shot or sar with a step size, as the plan in its record says).
 sar-torch / one-shot-torch: sar / one-shot on sarlite's torch kernels (engine.kernels:
-torch) instead of DGL's. CPU steal %: share of the machine's CPU time during the timed
+torch) instead of DGL's. CPU s/epoch: the CPU time of all the run's processes (all their
+threads) in one timed epoch, median over the epochs: the work done, where the epoch time
+also holds waiting (for another rank, or for a core when the workers outnumber the
+machine's cores) ("-": not recorded). CPU steal %: share of the machine's CPU time during the timed
 epochs that the hypervisor gave to other guests (/proc/stat); a run with steal was
 slowed by its neighbours, so compare its times with care ("-": not recorded)."""
 

@@ -80,7 +80,8 @@ def _worker_args(case: Case, pipeline_depth: int, device: str,
 def summarise(case: Case, mode: str, world: int, workers: list[dict],
               halo_nodes: list[int]) -> dict:
     """One run's record: per-worker maxima, per-epoch time (slowest worker), traffic;
-    ``peak_rss_all_mib`` is the sum of the workers' peaks, an upper bound on the peak of
+    ``cpu_s_per_epoch`` is the median over the timed epochs of the CPU time all workers
+    spent in the epoch together; ``peak_rss_all_mib`` is the sum of the workers' peaks, an upper bound on the peak of
     all workers together (each worker's peak may fall at another moment)."""
     epochs = [max(w["epoch_times"][i] for w in workers) for i in range(case.epochs)]
     sent = [w["traffic_per_epoch"] for w in workers]
@@ -93,6 +94,8 @@ def summarise(case: Case, mode: str, world: int, workers: list[dict],
         values = [w[key] for w in workers if w[key] is not None]
         return max(values) if values else None
     peaks = [max(w["hwm_setup_mib"], w["peak_rss_mib"]) for w in workers]
+    cpu = [sum(w["epoch_cpu_s"][i] for w in workers) for i in range(case.epochs)] \
+        if all("epoch_cpu_s" in w for w in workers) else None
     return {"case": case.name, "model": case.model, "params": asdict(case), "mode": mode,
             "world_size": world, "run": _label(mode, world),
             "median_epoch_s": statistics.median(epochs), "epoch_times": epochs,
@@ -101,6 +104,7 @@ def summarise(case: Case, mode: str, world: int, workers: list[dict],
             "allocator_peak_mib": top("allocator_peak_mib"),
             "allocator_growth_mib": top("allocator_growth_mib"),
             "cpu_steal_pct": top("cpu_steal_pct"),
+            "cpu_s_per_epoch": statistics.median(cpu) if cpu else None,
             "halo_bytes_per_epoch": halo, "other_bytes_per_epoch": other,
             "halo_nodes": halo_nodes, "bound_bytes": lower_bound(halo_nodes, exchanges),
             "expected_bytes": 0 if mode == "dgl" else

@@ -10,6 +10,9 @@ writes ``rank<r>.json`` into ``--result-dir`` with:
 
 * ``epoch_times``: wall time of each timed epoch (forward, loss, backward, gradient
   all-reduce, optimizer step), seconds;
+* ``epoch_cpu_s``: the CPU time this process (all its threads) spent in each timed epoch,
+  seconds: work, as against the wall time, which also holds waiting for other ranks and,
+  where workers outnumber cores, for a core;
 * ``rss_before_mib``: RSS after the warm-up, just before the timed epochs;
 * ``hwm_setup_mib``: RSS high-water mark from process start to the end of the warm-up
   (loading, sparse formats, optimizer state, the first epoch);
@@ -113,12 +116,12 @@ def _train(graph, feats: dict, model, optimizer, args, num_train: float, sync,
     from sarlite.comm import traffic
 
     probe = _Probe(device)
-    times = []
+    times, cpu = [], []
     for epoch in range(args.warmup + args.epochs):
         if epoch == args.warmup:
             traffic.reset()
             before = probe.start()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         loss = _loss(model, graph, feats, num_train)
         optimizer.zero_grad()
         loss.backward()
@@ -127,9 +130,11 @@ def _train(graph, feats: dict, model, optimizer, args, num_train: float, sync,
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
         del loss
     result = probe.stop(before)
     result["epoch_times"] = times[args.warmup:]
+    result["epoch_cpu_s"] = cpu[args.warmup:]
     result["traffic_per_epoch"] = {
         kind: {k: v / args.epochs for k, v in counts.items()}
         for kind, counts in traffic.snapshot().items()}
