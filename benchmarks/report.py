@@ -403,9 +403,10 @@ sar-torch / one-shot-torch: sar / one-shot on sarlite's torch kernels (engine.ke
 torch) instead of DGL's. CPU s/epoch: the CPU time of all the run's processes (all their
 threads) in one timed epoch, median over the epochs: the work done, where the epoch time
 also holds waiting (for another rank, or for a core when the workers outnumber the
-machine's cores) ("-": not recorded). CPU steal %: share of the machine's CPU time during the timed
-epochs that the hypervisor gave to other guests (/proc/stat); a run with steal was
-slowed by its neighbours, so compare its times with care ("-": not recorded)."""
+machine's cores) ("-": not recorded). CPU steal %: share of the machine's CPU time
+during the timed epochs that the hypervisor gave to other guests (/proc/stat); a run
+with steal was slowed by its neighbours, so compare its times with care ("-": not
+recorded)."""
 
 
 def _one(values: set, what: str) -> str:

@@ -81,8 +81,9 @@ def summarise(case: Case, mode: str, world: int, workers: list[dict],
               halo_nodes: list[int]) -> dict:
     """One run's record: per-worker maxima, per-epoch time (slowest worker), traffic;
     ``cpu_s_per_epoch`` is the median over the timed epochs of the CPU time all workers
-    spent in the epoch together; ``peak_rss_all_mib`` is the sum of the workers' peaks, an upper bound on the peak of
-    all workers together (each worker's peak may fall at another moment)."""
+    spent in the epoch together; ``peak_rss_all_mib`` is the sum of the workers' peaks,
+    an upper bound on the peak of all workers together (each worker's peak may fall at
+    another moment)."""
     epochs = [max(w["epoch_times"][i] for w in workers) for i in range(case.epochs)]
     sent = [w["traffic_per_epoch"] for w in workers]
     halo = sum(v["sent"] for t in sent for k, v in t.items() if k in HALO_KINDS)
