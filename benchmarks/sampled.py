@@ -16,8 +16,9 @@ all as a DGL step.
 An epoch's time is the slowest worker's; the median over the epochs after the first is
 reported, with where sarlite's steps spend it (sampling and feature pulls in the loader,
 forward and backward, gradient all-reduce and optimizer step) and the CPU time of all
-processes together. With ``--repeats`` the two runs are made that many times, in turn,
-and the report gives each figure's median and the median of the pairs' ratios. Goal:
+processes together, in all and in each of those parts. With ``--repeats`` the two runs
+are made that many times, in turn, and the report gives each figure's median and the
+median of the pairs' ratios. Goal:
 sarlite at N=2 no slower than DGL (ratio <= 1.0). Writes ``OUT/summary.md`` and
 ``OUT/summary.json``.
 """
@@ -52,30 +53,39 @@ def _model(in_dim: int, num_classes: int):
     return SAGE()
 
 
+PARTS = ("loader", "compute", "step")
+
+
 def _epochs(loader, model, optimizer, epochs: int, sync=None) -> dict:
     """Train; per epoch its time, the time in the loader, forward+backward and the
     step (gradient all-reduce and optimizer), and the CPU time of the whole process (all
-    its threads, gloo's included)."""
+    its threads, gloo's included), in all (``cpu_s``) and in each of those three parts
+    (``<part>_cpu_s``): a part's time less its CPU time is waiting."""
     import torch.nn.functional as F
-    out = {"epoch_s": [], "loader_s": [], "compute_s": [], "step_s": [], "cpu_s": []}
+    out = {key: [] for key in ("epoch_s", "cpu_s", *(f"{p}_s" for p in PARTS),
+                               *(f"{p}_cpu_s" for p in PARTS))}
     for _ in range(epochs):
-        parts = {"loader_s": 0.0, "compute_s": 0.0, "step_s": 0.0}
-        cpu = time.process_time()
-        start = tick = time.perf_counter()
+        parts = dict.fromkeys((*(f"{p}_s" for p in PARTS), *(f"{p}_cpu_s" for p in PARTS)),
+                              0.0)
+        mark = [time.perf_counter(), time.process_time()]
+
+        def lap(part: str) -> None:
+            now = [time.perf_counter(), time.process_time()]
+            parts[f"{part}_s"] += now[0] - mark[0]
+            parts[f"{part}_cpu_s"] += now[1] - mark[1]
+            mark[:] = now
+        start, cpu = mark
         for _, _, blocks in loader:
-            now = time.perf_counter()
-            parts["loader_s"] += now - tick
+            lap("loader")
             logits = model(blocks, blocks[0].srcdata["feat"])
             loss = F.cross_entropy(logits, blocks[-1].dstdata["label"].long())
             optimizer.zero_grad()
             loss.backward()
-            tick = time.perf_counter()
-            parts["compute_s"] += tick - now
+            lap("compute")
             if sync is not None:
                 sync(model)
             optimizer.step()
-            now, tick = tick, time.perf_counter()
-            parts["step_s"] += tick - now
+            lap("step")
         out["epoch_s"].append(time.perf_counter() - start)
         out["cpu_s"].append(time.process_time() - cpu)
         for key, value in parts.items():
@@ -130,13 +140,13 @@ def sarlite_worker(args) -> None:
 
 
 def _summary(ranks: list[dict]) -> dict:
-    """Per epoch the slowest rank's times and the CPU time of all ranks together; medians
-    over the epochs after the first."""
+    """Per epoch the slowest rank's times and the CPU time of all ranks together (in all
+    and per part); medians over the epochs after the first."""
     def median(key, over=max):
         return statistics.median(over(r[key][e] for r in ranks)
                                  for e in range(1, len(ranks[0][key])))
-    return {**{key: median(key) for key in ("epoch_s", "loader_s", "compute_s", "step_s")},
-            "cpu_s": median("cpu_s", sum)}
+    return {**{key: median(key) for key in ("epoch_s", *(f"{p}_s" for p in PARTS))},
+            **{key: median(key, sum) for key in ("cpu_s", *(f"{p}_cpu_s" for p in PARTS))}}
 
 
 def _envs(world_size: int) -> dict:
@@ -243,21 +253,31 @@ def markdown(result: dict) -> str:
              f"per step in all, 2-layer SAGE-mean {HIDDEN} wide. Seconds per epoch (median "
              f"after the first; the slowest worker's), and the CPU time one epoch took in "
              f"all of its processes and threads together (the machine has "
-             f"{cores} cores). {result['repeats']} pair(s) of runs, DGL then "
-             f"sarlite; each figure is its median over them.", "",
-             "| run | epoch | loader (sampling, pulls) | forward + backward | "
-             "all-reduce + step | CPU seconds (all processes) | vs DGL |",
-             "|---|---|---|---|---|---|---|"]
+             f"{cores} cores), in all and for each part (its CPU: all processes' CPU time "
+             f"in that part; a worker's time in a part beyond its own CPU time is waiting). "
+             f"{result['repeats']} pair(s) of runs, DGL then sarlite; each figure is its "
+             f"median over them.", "",
+             "| run | epoch | loader (sampling, pulls) | its CPU | forward + backward | "
+             "its CPU | all-reduce + step | its CPU | CPU seconds (all processes) | "
+             "vs DGL |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in (("DGL, 1 process", result["dgl"]),
                     (f"sarlite, N={result['world_size']}", result["sarlite"])):
-        lines.append(f"| {name} | {r['epoch_s']:.3f} | {r['loader_s']:.3f} | "
-                     f"{r['compute_s']:.3f} | {r['step_s']:.3f} | {r['cpu_s']:.3f} | "
+        parts = " | ".join(f"{r[f'{p}_s']:.3f} | {_cpu(r, p)}" for p in PARTS)
+        lines.append(f"| {name} | {r['epoch_s']:.3f} | {parts} | {r['cpu_s']:.3f} | "
                      f"{r['epoch_s'] / result['dgl']['epoch_s']:.2f}x |")
     lines += ["", "Each pair's ratio: " + ", ".join(f"{r:.2f}x" for r in result["ratios"]) +
               f"; median {result['ratio']:.2f}x.", "",
               f"Goal: sarlite N=2 <= 1.0x DGL: "
               f"{'met' if result['ratio'] <= 1.0 else 'not met'} ({result['ratio']:.2f}x)."]
     return "\n".join(lines) + "\n"
+
+
+def _cpu(summary: dict, part: str) -> str:
+    """A part's CPU seconds (all processes), or "-" in a record made before they were
+    kept."""
+    value = summary.get(f"{part}_cpu_s")
+    return "-" if value is None else f"{value:.3f}"
 
 
 if __name__ == "__main__":
