@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,6 +30,12 @@ def peak_rss_mib() -> float:
     """High-water mark of the resident set size since start or the last reset, MiB."""
     from sarlite.runtime.resident import peak_resident_bytes
     return peak_resident_bytes() / 2**20
+
+
+def clock() -> tuple[float, float]:
+    """``(wall, CPU)`` seconds now: ``time.perf_counter()`` and the CPU time of this whole
+    process (all its threads), for timing a stretch of work by both."""
+    return time.perf_counter(), time.process_time()
 
 
 def cpu_ticks() -> tuple[int, int]:

@@ -95,8 +95,7 @@ def summarise(case: Case, mode: str, world: int, workers: list[dict],
         values = [w[key] for w in workers if w[key] is not None]
         return max(values) if values else None
     peaks = [max(w["hwm_setup_mib"], w["peak_rss_mib"]) for w in workers]
-    cpu = [sum(w["epoch_cpu_s"][i] for w in workers) for i in range(case.epochs)] \
-        if all("epoch_cpu_s" in w for w in workers) else None
+    cpu = [sum(w["epoch_cpu_s"][i] for w in workers) for i in range(case.epochs)]
     return {"case": case.name, "model": case.model, "params": asdict(case), "mode": mode,
             "world_size": world, "run": _label(mode, world),
             "median_epoch_s": statistics.median(epochs), "epoch_times": epochs,
@@ -105,7 +104,7 @@ def summarise(case: Case, mode: str, world: int, workers: list[dict],
             "allocator_peak_mib": top("allocator_peak_mib"),
             "allocator_growth_mib": top("allocator_growth_mib"),
             "cpu_steal_pct": top("cpu_steal_pct"),
-            "cpu_s_per_epoch": statistics.median(cpu) if cpu else None,
+            "cpu_s_per_epoch": statistics.median(cpu),
             "halo_bytes_per_epoch": halo, "other_bytes_per_epoch": other,
             "halo_nodes": halo_nodes, "bound_bytes": lower_bound(halo_nodes, exchanges),
             "expected_bytes": 0 if mode == "dgl" else

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 from . import common, records
@@ -54,6 +53,16 @@ def _model(in_dim: int, num_classes: int):
 
 
 PARTS = ("loader", "compute", "step")
+#: per part its time and its CPU time (all of the process's threads)
+PART_KEYS = tuple(f"{part}{suffix}" for part in PARTS for suffix in ("_s", "_cpu_s"))
+
+
+def _lap(parts: dict, part: str, since: tuple[float, float]) -> tuple[float, float]:
+    """Add the time and CPU time since ``since`` to ``part`` in ``parts``; return now."""
+    now = common.clock()
+    parts[f"{part}_s"] += now[0] - since[0]
+    parts[f"{part}_cpu_s"] += now[1] - since[1]
+    return now
 
 
 def _epochs(loader, model, optimizer, epochs: int, sync=None) -> dict:
@@ -62,32 +71,24 @@ def _epochs(loader, model, optimizer, epochs: int, sync=None) -> dict:
     its threads, gloo's included), in all (``cpu_s``) and in each of those three parts
     (``<part>_cpu_s``): a part's time less its CPU time is waiting."""
     import torch.nn.functional as F
-    out = {key: [] for key in ("epoch_s", "cpu_s", *(f"{p}_s" for p in PARTS),
-                               *(f"{p}_cpu_s" for p in PARTS))}
+    out = {key: [] for key in ("epoch_s", "cpu_s", *PART_KEYS)}
     for _ in range(epochs):
-        parts = dict.fromkeys((*(f"{p}_s" for p in PARTS), *(f"{p}_cpu_s" for p in PARTS)),
-                              0.0)
-        mark = [time.perf_counter(), time.process_time()]
-
-        def lap(part: str) -> None:
-            now = [time.perf_counter(), time.process_time()]
-            parts[f"{part}_s"] += now[0] - mark[0]
-            parts[f"{part}_cpu_s"] += now[1] - mark[1]
-            mark[:] = now
-        start, cpu = mark
+        parts = dict.fromkeys(PART_KEYS, 0.0)
+        start = mark = common.clock()
         for _, _, blocks in loader:
-            lap("loader")
+            mark = _lap(parts, "loader", mark)
             logits = model(blocks, blocks[0].srcdata["feat"])
             loss = F.cross_entropy(logits, blocks[-1].dstdata["label"].long())
             optimizer.zero_grad()
             loss.backward()
-            lap("compute")
+            mark = _lap(parts, "compute", mark)
             if sync is not None:
                 sync(model)
             optimizer.step()
-            lap("step")
-        out["epoch_s"].append(time.perf_counter() - start)
-        out["cpu_s"].append(time.process_time() - cpu)
+            mark = _lap(parts, "step", mark)
+        end = common.clock()
+        out["epoch_s"].append(end[0] - start[0])
+        out["cpu_s"].append(end[1] - start[1])
         for key, value in parts.items():
             out[key].append(value)
     return out
@@ -142,11 +143,11 @@ def sarlite_worker(args) -> None:
 def _summary(ranks: list[dict]) -> dict:
     """Per epoch the slowest rank's times and the CPU time of all ranks together (in all
     and per part); medians over the epochs after the first."""
-    def median(key, over=max):
+    def median(key, over):
         return statistics.median(over(r[key][e] for r in ranks)
                                  for e in range(1, len(ranks[0][key])))
-    return {**{key: median(key) for key in ("epoch_s", *(f"{p}_s" for p in PARTS))},
-            **{key: median(key, sum) for key in ("cpu_s", *(f"{p}_cpu_s" for p in PARTS))}}
+    return {key: median(key, sum if key.endswith("cpu_s") else max)
+            for key in ("epoch_s", "cpu_s", *PART_KEYS)}
 
 
 def _envs(world_size: int) -> dict:

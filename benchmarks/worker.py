@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 from . import common, records
 
@@ -121,7 +120,7 @@ def _train(graph, feats: dict, model, optimizer, args, num_train: float, sync,
         if epoch == args.warmup:
             traffic.reset()
             before = probe.start()
-        start, start_cpu = time.perf_counter(), time.process_time()
+        start = common.clock()
         loss = _loss(model, graph, feats, num_train)
         optimizer.zero_grad()
         loss.backward()
@@ -129,8 +128,9 @@ def _train(graph, feats: dict, model, optimizer, args, num_train: float, sync,
         optimizer.step()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
-        cpu.append(time.process_time() - start_cpu)
+        end = common.clock()
+        times.append(end[0] - start[0])
+        cpu.append(end[1] - start[1])
         del loss
     result = probe.stop(before)
     result["epoch_times"] = times[args.warmup:]
