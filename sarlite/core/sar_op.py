@@ -30,7 +30,6 @@ shards, so the function is a collective in both passes.
 """
 from __future__ import annotations
 
-from collections import deque
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
@@ -449,39 +448,31 @@ class SequentialAggregation(torch.autograd.Function):
 class _GradReturn:
     """Sends fetched-row gradients back step by step and sums what comes back into the
     gradients of the source fields (created on first use). With ``depth`` 0 each exchange
-    completes before the next step is computed; otherwise up to ``depth`` steps stay in
-    flight, as many as the forward pass fetches ahead.
+    completes before the next step is computed; otherwise one stays in flight.
 
-    What comes back is added up before the step ``depth`` later is posted, so it arrives in
-    ``depth`` reused buffers per field (``received``)."""
+    What comes back is added up before the next step is posted, so it arrives in one
+    reused buffer per field (``received``)."""
 
     def __init__(self, graph: ShardSet, src_vals):
         self.plan, self.options = graph.plan, graph.options
         self.src_vals = src_vals
         self.wanted = [t.requires_grad for t in src_vals]
         self.grads = [None] * len(src_vals)
-        self.in_flight = max(1, self.options.pipeline_depth)
-        self.pending = deque()
+        self.pending = []
         capacity = self.plan.largest_step(graph.steps)
-        self.received = [Rotation(self.in_flight, capacity) for _ in src_vals]
+        self.received = [Rotation(1, capacity) for _ in src_vals]
 
     def post(self, step: Step, fetched_grads):
-        """Send the gradients of the rows fetched in ``step``; apply those of the step
-        ``depth`` earlier (all earlier ones with ``depth`` 0)."""
-        while len(self.pending) >= self.in_flight:
-            self._apply(self.pending.popleft())
-        self.pending.append([(step, f, self.plan.return_grad(
+        """Send the gradients of the rows fetched in ``step``; apply the previous step's."""
+        self.flush()
+        self.pending = [(step, f, self.plan.return_grad(
             grad, step, GRAD_KIND, self.options.max_collective_rows, self.options.halo_dtype,
-            self.received[f])) for f, grad in enumerate(fetched_grads) if self.wanted[f]])
+            self.received[f])) for f, grad in enumerate(fetched_grads) if self.wanted[f]]
         if self.options.pipeline_depth == 0:
             self.flush()
 
     def flush(self):
-        while self.pending:
-            self._apply(self.pending.popleft())
-
-    def _apply(self, posted):
-        for step, f, handle in posted:
+        for step, f, handle in self.pending:
             rows = handle.wait()
             if self.grads[f] is None and step.round_ == 0:
                 self.grads[f] = rows          # the local shard's gradient, full size already
@@ -489,6 +480,7 @@ class _GradReturn:
                 if self.grads[f] is None:
                     self.grads[f] = torch.zeros_like(self.src_vals[f])
                 self.plan.add_returned(self.grads[f], rows, step)
+        self.pending = []
 
     def totals(self) -> list:
         """Final gradients of the source fields (``None`` where none is needed)."""
