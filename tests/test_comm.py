@@ -86,6 +86,22 @@ def test_a_ring_exchange_refuses_a_receive_buffer_of_the_wrong_size_before_sendi
         assert "receive buffer of 2 rows of width 2" in message and "(3, 2)" in message
 
 
+def _empty_sides(rank, world):
+    peer = 1 - rank
+    alone = None
+    if rank == 0:                     # rank 1 makes no matching call: none is needed
+        alone = tuple(ring_exchange(torch.empty(0, 2), peer, 0, peer, kind="ring").wait().shape)
+    rows = torch.full((2 if rank == 0 else 0, 2), 7.0)
+    one_way = ring_exchange(rows, peer, 0 if rank == 0 else 2, peer, kind="ring").wait()
+    return alone, one_way.tolist()
+
+
+def test_a_ring_exchange_posts_no_message_for_a_side_without_rows():
+    (alone, sent), (_, received) = spawn(_empty_sides, 2, timeout=120)
+    assert alone == (0, 2) and sent == []
+    assert received == [[7.0, 7.0]] * 2
+
+
 def _sync_and_reduce(rank, world):
     torch.manual_seed(rank)                       # different initial values per rank
     model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2),

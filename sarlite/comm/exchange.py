@@ -76,7 +76,9 @@ def ring_exchange(rows: torch.Tensor, send_to: int, num_recv: int, recv_from: in
 
     With ``max_rows`` the exchange is ``calls`` collective calls, each moving at most
     ``max_rows`` rows each way; every rank must pass the same ``calls``, at least
-    ``ceil(largest count of any rank in this round / max_rows)``.
+    ``ceil(largest count of any rank in this round / max_rows)``. A call's piece of no
+    rows posts no message (its peer, whose count is the same, expects none), so an empty
+    side costs nothing: a rank with nothing to send or receive in a step returns at once.
 
     ``out``: a contiguous tensor of ``num_recv`` rows of ``rows``' row size and dtype on
     the communication device to receive into (a reused step buffer), instead of a new
@@ -101,9 +103,11 @@ def ring_exchange(rows: torch.Tensor, send_to: int, num_recv: int, recv_from: in
     works = []
     for (s_start, s_rows), (r_start, r_rows) in zip(_pieces(flat.shape[0], calls, max_rows),
                                                     _pieces(num_recv, calls, max_rows)):
-        send, recv = flat.narrow(0, s_start, s_rows), out.narrow(0, r_start, r_rows)
-        works += guarded(kind, lambda: dist.batch_isend_irecv([
-            dist.P2POp(dist.isend, send, send_to), dist.P2POp(dist.irecv, recv, recv_from)]))
+        ops = ([dist.P2POp(dist.isend, flat.narrow(0, s_start, s_rows), send_to)] if s_rows
+               else []) + ([dist.P2POp(dist.irecv, out.narrow(0, r_start, r_rows), recv_from)]
+                           if r_rows else [])
+        if ops:                   # a piece of no rows is not sent: its receiver expects none
+            works += guarded(kind, lambda: dist.batch_isend_irecv(ops))
     traffic.record(kind, _nbytes(flat), _nbytes(out))
     pending = PendingRows(works, out, row_shape, device, kind)
     if not async_op:

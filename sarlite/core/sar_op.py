@@ -209,7 +209,7 @@ def _add_edge_grads(totals, piece: GraphShard, grads) -> None:
 
 def _idle(step: Step, piece: GraphShard) -> bool:
     """True for a chunk past the end of its shard's rows (other ranks needed more chunks
-    in this round): its rows still move (none), nothing is computed."""
+    in this round): nothing is computed, and no message is posted to receive it (none come)."""
     return step.chunk > 0 and piece.num_edges == 0
 
 
