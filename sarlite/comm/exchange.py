@@ -103,10 +103,12 @@ def ring_exchange(rows: torch.Tensor, send_to: int, num_recv: int, recv_from: in
     works = []
     for (s_start, s_rows), (r_start, r_rows) in zip(_pieces(flat.shape[0], calls, max_rows),
                                                     _pieces(num_recv, calls, max_rows)):
-        ops = ([dist.P2POp(dist.isend, flat.narrow(0, s_start, s_rows), send_to)] if s_rows
-               else []) + ([dist.P2POp(dist.irecv, out.narrow(0, r_start, r_rows), recv_from)]
-                           if r_rows else [])
-        if ops:                   # a piece of no rows is not sent: its receiver expects none
+        ops = []                  # a side of no rows posts nothing: its peer expects none
+        if s_rows:
+            ops.append(dist.P2POp(dist.isend, flat.narrow(0, s_start, s_rows), send_to))
+        if r_rows:
+            ops.append(dist.P2POp(dist.irecv, out.narrow(0, r_start, r_rows), recv_from))
+        if ops:
             works += guarded(kind, lambda: dist.batch_isend_irecv(ops))
     traffic.record(kind, _nbytes(flat), _nbytes(out))
     pending = PendingRows(works, out, row_shape, device, kind)
