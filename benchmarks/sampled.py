@@ -264,7 +264,7 @@ def markdown(result: dict) -> str:
              "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in (("DGL, 1 process", result["dgl"]),
                     (f"sarlite, N={result['world_size']}", result["sarlite"])):
-        parts = " | ".join(f"{r[f'{p}_s']:.3f} | {_cpu(r, p)}" for p in PARTS)
+        parts = " | ".join(f"{r[f'{p}_s']:.3f} | {r[f'{p}_cpu_s']:.3f}" for p in PARTS)
         lines.append(f"| {name} | {r['epoch_s']:.3f} | {parts} | {r['cpu_s']:.3f} | "
                      f"{r['epoch_s'] / result['dgl']['epoch_s']:.2f}x |")
     lines += ["", "Each pair's ratio: " + ", ".join(f"{r:.2f}x" for r in result["ratios"]) +
@@ -272,13 +272,6 @@ def markdown(result: dict) -> str:
               f"Goal: sarlite N=2 <= 1.0x DGL: "
               f"{'met' if result['ratio'] <= 1.0 else 'not met'} ({result['ratio']:.2f}x)."]
     return "\n".join(lines) + "\n"
-
-
-def _cpu(summary: dict, part: str) -> str:
-    """A part's CPU seconds (all processes), or "-" in a record made before they were
-    kept."""
-    value = summary.get(f"{part}_cpu_s")
-    return "-" if value is None else f"{value:.3f}"
 
 
 if __name__ == "__main__":
