@@ -63,6 +63,24 @@ def test_help_explains_the_partition_options():
         assert option in result.stdout
 
 
+def _command(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sarlite.cli", *argv], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_the_command_ends_with_its_status_and_all_it_printed_into_a_pipe(tmp_path):
+    # the command leaves without Python's teardown (cli.entry): nothing printed is lost
+    done = _command("partition", "--num-nodes", "2000", "--num-parts", "2", "--out",
+                    str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith(f"wrote {tmp_path}")
+    failed = _command("partition", "--dataset", "imagenet", "--num-parts", "2", "--out",
+                      str(tmp_path))
+    assert failed.returncode == 2
+    assert failed.stderr.splitlines()[-1].startswith("sarlite partition: error: unknown "
+                                                    "dataset 'imagenet'")
+
+
 @pytest.mark.parametrize("argv", [[], ["partition"]])
 def test_missing_arguments_exit_with_usage(argv):
     with pytest.raises(SystemExit) as exc:
