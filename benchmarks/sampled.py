@@ -10,7 +10,8 @@ of width 64, Adam. DGL runs ``dgl.dataloading.DataLoader`` with a ``NeighborSamp
 sarlite has workers, and batches of ``--batch-size`` seeds; sarlite runs
 ``DistNodeDataLoader`` with a ``DistNeighborSampler`` on each of N workers (one thread
 each) over the training nodes it owns (``node_split(..., force_even=False)``, so that
-the seeds' hop is sampled locally; ``sarlite.init(mmap_threshold="retain")``), with
+the seeds' hop is sampled locally; freed memory kept for reuse, as ``sarlite train``
+with sampling: ``SARLITE_MMAP_THRESHOLD``, else ``retain``), with
 ``--batch-size / N`` seeds per worker and step, so that a step trains on as many seeds in
 all as a DGL step.
 An epoch's time is the slowest worker's; the median over the epochs after the first is
@@ -115,11 +116,12 @@ def sarlite_worker(args) -> None:
     import torch
 
     import sarlite
+    from sarlite.runtime.allocator import mini_batch_setting
     from sarlite.sampling import DistGraph, node_split
     torch.set_num_threads(1)
     torch.manual_seed(0)
     # as sarlite.runtime.allocator advises for mini-batches (and `sarlite train` does)
-    rank, world = sarlite.init(backend="gloo", mmap_threshold="retain")
+    rank, world = sarlite.init(backend="gloo", mmap_threshold=mini_batch_setting())
     data = sarlite.load_partition_data(args.config)
     num_classes = int(sarlite.comm.all_reduce(
         data.node_features["label"].max().reshape(1), "max", kind="benchmark")) + 1
@@ -223,9 +225,11 @@ def main(argv=None) -> int:
                                             cache=args.cache)
     common_args = ["--batch-size", str(args.batch_size), "--epochs", str(args.epochs),
                    *(["--one-sided"] if args.one_sided else [])]
+    from sarlite.runtime.allocator import RETAIN
     envs = _envs(args.world_size)
     facts = {"dgl": records.run_facts(1, args.world_size, envs["dgl"], sarlite_init=False),
-             "sarlite": records.run_facts(args.world_size, 1, envs["sarlite"])}
+             "sarlite": records.run_facts(args.world_size, 1, envs["sarlite"],
+                                          mmap_default=RETAIN)}     # as its workers
     pairs = [_pair(args, graph, config, common_args, envs, i) for i in range(args.repeats)]
     ratios = [ours["epoch_s"] / dgl["epoch_s"] for dgl, ours in pairs]
     command = "python -m benchmarks.sampled " + " ".join(

@@ -159,12 +159,10 @@ def launch(plan: Plan, dataset: str, system: System) -> Path:
         cmd = [sys.executable, "-m", "benchmarks.time_to_accuracy", "--dgl-worker",
                "--config", config, "--threads", str(threads),
                "--seeds-per-step-of", str(plan.sampled_workers()), "--set", *sets]
+    from sarlite.runtime.allocator import RETAIN
     facts = records.run_facts(processes=system.nproc, torch_threads=threads, env=env,
-                              sarlite_init=system.kind == "sar")
-    if system.kind == "sar" and system.sampled:     # as `sarlite train` reads it then
-        from sarlite.runtime import allocator, read_settings
-        facts["allocator"]["sarlite_mmap_threshold"] = read_settings(
-            env, mmap_default=allocator.RETAIN).mmap_threshold
+                              sarlite_init=system.kind == "sar",     # as `sarlite train`:
+                              mmap_default=RETAIN if system.sampled else None)
     print(f"[{dataset} {system.name}] starting (load {os.getloadavg()[0]:.2f})", flush=True)
     start = time.time()
     done = subprocess.run(cmd, env=env, cwd=common.ROOT, text=True, capture_output=True,

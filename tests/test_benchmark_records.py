@@ -79,6 +79,16 @@ def test_allocator_facts_say_sarlite_leaves_glibc_alone_under_the_users_threshol
     assert records.allocator_facts({}, sarlite_init=True)["sarlite_mmap_threshold"] == 131072
 
 
+def test_allocator_facts_of_a_mini_batch_run_say_what_its_workers_apply():
+    # benchmarks.sampled's workers, as sarlite train with sampling: retain, unless the
+    # environment names a setting
+    facts = records.allocator_facts({}, sarlite_init=True, mmap_default=allocator.RETAIN)
+    assert facts["sarlite_mmap_threshold"] == "retain"
+    chosen = {"SARLITE_MMAP_THRESHOLD": "65536"}
+    assert records.allocator_facts(chosen, sarlite_init=True, mmap_default=allocator.RETAIN
+                                   )["sarlite_mmap_threshold"] == 65536
+
+
 def test_a_sarlite_run_is_compared_with_dgl_on_min_of_n_and_cores_threads():
     recs = _four_runs()
     assert report.baseline(recs, recs[2])["run"] == "dgl T=2"       # N=2 on 2 cores
