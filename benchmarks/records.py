@@ -160,9 +160,10 @@ def describe_allocator(allocator: dict) -> str:
     env = ", ".join(f"{k}={v}" for k, v in allocator["malloc_env"].items())
     own = allocator["sarlite_mmap_threshold"]
     parts = [env or "no MALLOC_* variables"]
-    if own is not None:
-        parts.append(f"sarlite.init sets the mmap threshold to {own}" +
-                     ("" if own == "retain" else " bytes"))
+    if own == "retain":
+        parts.append("sarlite.init keeps freed memory in the process for reuse (retain)")
+    elif own is not None:
+        parts.append(f"sarlite.init sets the mmap threshold to {own} bytes")
     elif not env:
         parts.append("glibc's defaults")
     if "huge_pages" in allocator:
