@@ -54,18 +54,17 @@ def test_balance_train_on_a_heterograph_evens_its_labelled_types_training_nodes(
     assert "train 1.000" in capsys.readouterr().out
 
 
+def _command(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sarlite.cli", *argv], capture_output=True,
+                          text=True, timeout=120)
+
+
 def test_help_explains_the_partition_options():
-    result = subprocess.run([sys.executable, "-m", "sarlite.cli", "partition", "--help"],
-                            capture_output=True, text=True, timeout=120)
+    result = _command("partition", "--help")
     assert result.returncode == 0
     for option in ("--dataset", "--data-dir", "--num-parts", "--method", "--objective",
                    "--balance-train", "--balance-edges", "--num-nodes"):
         assert option in result.stdout
-
-
-def _command(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sarlite.cli", *argv], capture_output=True,
-                          text=True, timeout=120)
 
 
 def test_the_command_ends_with_its_status_and_all_it_printed_into_a_pipe(tmp_path):
