@@ -32,9 +32,13 @@ def _git(*args: str) -> str:
 
 
 def commit() -> dict:
-    """``{"sha": full hash or None, "dirty": whether tracked files differ from it}``."""
+    """``{"sha": full hash or None, "dirty": whether tracked files differ from it}``. The
+    committed results under ``benchmarks/results`` are not counted: a run writes (and
+    ``--fresh`` first removes) its own records there, which would mark every run of a
+    suite that updates its committed results as dirty."""
     sha = _git("rev-parse", "HEAD") or None
-    dirty = bool(_git("status", "--porcelain", "--untracked-files=no")) if sha else None
+    dirty = bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                      ":(exclude)benchmarks/results")) if sha else None
     return {"sha": sha, "dirty": dirty}
 
 

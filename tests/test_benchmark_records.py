@@ -3,6 +3,7 @@ records: regenerated here and compared (no training; seconds)."""
 import copy
 import json
 import re
+import subprocess
 
 import pytest
 
@@ -70,6 +71,23 @@ def test_run_facts_name_commit_date_machine_software_threads_and_allocator():
                                   "sarlite_mmap_threshold": 131072,
                                   "huge_pages": allocator.huge_pages(env)}
     assert facts["allocator"]["huge_pages"].startswith("off")
+
+
+def test_a_record_is_dirty_for_changed_code_not_for_the_results_it_writes(tmp_path,
+                                                                          monkeypatch):
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "code.py").write_text("x = 1\n")
+    (tmp_path / "benchmarks" / "results" / "summary.md").write_text("old\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    monkeypatch.setattr(records, "ROOT", tmp_path)
+    (tmp_path / "benchmarks" / "results" / "summary.md").write_text("new\n")
+    assert records.commit()["dirty"] is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert records.commit()["dirty"] is True
 
 
 def test_allocator_facts_say_sarlite_leaves_glibc_alone_under_the_users_threshold():
