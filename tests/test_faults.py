@@ -63,7 +63,7 @@ def test_finalize_never_deadlocks_in_100_init_finalize_cycles():
 
 
 # One tiny run's bound from start to exit (a hang never exits): over 3x the 35-37 s a run
-# took on a loaded 2-core machine (12 s at most unloaded, benchmarks/results/faults).
+# took on a loaded 2-core machine (13.2 s at most unloaded, benchmarks/results/faults).
 RUN_S = 120
 
 
