@@ -62,35 +62,33 @@ def software_facts() -> dict:
 
 
 def allocator_facts(env: Mapping[str, str], sarlite_init: bool,
-                    mmap_default: int | str | None = None) -> dict:
+                    mini_batch: bool = False) -> dict:
     """The allocator policy a process started with ``env`` runs under: glibc's
     ``MALLOC_*`` variables it sees, the mmap threshold ``sarlite.init`` applies in it
     (bytes, ``"retain"``, or ``None``: glibc's own setting; always ``None`` for a process
     that does not call ``sarlite.init``) and whether torch asks for huge pages
-    (:func:`sarlite.runtime.allocator.huge_pages`). ``mmap_default``: the setting the
-    process uses where ``env`` names none (``SARLITE_MMAP_THRESHOLD``), as
-    :func:`sarlite.runtime.read_settings` takes it; ``None``: ``sarlite.init``'s own
-    default (the fixed threshold). Mini-batch runs pass
-    :data:`sarlite.runtime.allocator.RETAIN`, as ``sarlite train`` with sampling does."""
-    from sarlite.runtime.allocator import DEFAULT_THRESHOLD, huge_pages
+    (:func:`sarlite.runtime.allocator.huge_pages`). ``mini_batch``: the process trains on
+    mini-batches and passes :func:`sarlite.runtime.allocator.mini_batch_setting` to
+    ``sarlite.init``, as ``sarlite train`` with sampling does; else it takes ``init``'s
+    default (the fixed threshold)."""
+    from sarlite.runtime.allocator import huge_pages, mini_batch_setting
     from sarlite.runtime.settings import read_settings
-    default = DEFAULT_THRESHOLD if mmap_default is None else mmap_default
-    applied = read_settings(env, mmap_default=default).mmap_threshold if sarlite_init \
-        else None
+    applied = None if not sarlite_init else \
+        mini_batch_setting(env) if mini_batch else read_settings(env).mmap_threshold
     return {"malloc_env": {k: v for k, v in sorted(env.items()) if k.startswith("MALLOC_")},
             "sarlite_mmap_threshold": applied, "huge_pages": huge_pages(env)}
 
 
 def run_facts(processes: int = 1, torch_threads: int = 1,
               env: Mapping[str, str] | None = None, sarlite_init: bool = True,
-              mmap_default: int | str | None = None) -> dict:
+              mini_batch: bool = False) -> dict:
     """The facts one benchmark record stores about its run: ``commit``, ``date`` (UTC,
     ISO 8601), ``load_average`` (1, 5, 15 minutes, when the run starts), ``machine``,
     ``software``, ``threads`` (torch threads per process,
     ``OMP_NUM_THREADS`` as the run sees it, number of processes) and ``allocator``
     (:func:`allocator_facts`). ``env``: the environment the run's processes get
     (``os.environ`` if ``None``); ``sarlite_init``: whether they call ``sarlite.init``
-    (sarlite's workers) or not (single-process DGL); ``mmap_default``: as
+    (sarlite's workers) or not (single-process DGL); ``mini_batch``: as
     :func:`allocator_facts`. Local; runs ``git`` twice."""
     env = os.environ if env is None else env
     return {"commit": commit(),
@@ -100,7 +98,7 @@ def run_facts(processes: int = 1, torch_threads: int = 1,
             "threads": {"torch_per_process": torch_threads,
                         "omp_num_threads": env.get("OMP_NUM_THREADS"),
                         "processes": processes},
-            "allocator": allocator_facts(env, sarlite_init, mmap_default)}
+            "allocator": allocator_facts(env, sarlite_init, mini_batch)}
 
 
 def process_facts() -> dict:

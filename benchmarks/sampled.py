@@ -225,11 +225,10 @@ def main(argv=None) -> int:
                                             cache=args.cache)
     common_args = ["--batch-size", str(args.batch_size), "--epochs", str(args.epochs),
                    *(["--one-sided"] if args.one_sided else [])]
-    from sarlite.runtime.allocator import RETAIN
     envs = _envs(args.world_size)
     facts = {"dgl": records.run_facts(1, args.world_size, envs["dgl"], sarlite_init=False),
              "sarlite": records.run_facts(args.world_size, 1, envs["sarlite"],
-                                          mmap_default=RETAIN)}     # as its workers
+                                          mini_batch=True)}     # as its workers
     pairs = [_pair(args, graph, config, common_args, envs, i) for i in range(args.repeats)]
     ratios = [ours["epoch_s"] / dgl["epoch_s"] for dgl, ours in pairs]
     command = "python -m benchmarks.sampled " + " ".join(

@@ -159,10 +159,9 @@ def launch(plan: Plan, dataset: str, system: System) -> Path:
         cmd = [sys.executable, "-m", "benchmarks.time_to_accuracy", "--dgl-worker",
                "--config", config, "--threads", str(threads),
                "--seeds-per-step-of", str(plan.sampled_workers()), "--set", *sets]
-    from sarlite.runtime.allocator import RETAIN
     facts = records.run_facts(processes=system.nproc, torch_threads=threads, env=env,
-                              sarlite_init=system.kind == "sar",     # as `sarlite train`:
-                              mmap_default=RETAIN if system.sampled else None)
+                              sarlite_init=system.kind == "sar",     # as `sarlite train`
+                              mini_batch=system.sampled)
     print(f"[{dataset} {system.name}] starting (load {os.getloadavg()[0]:.2f})", flush=True)
     start = time.time()
     done = subprocess.run(cmd, env=env, cwd=common.ROOT, text=True, capture_output=True,

@@ -100,10 +100,10 @@ def test_allocator_facts_say_sarlite_leaves_glibc_alone_under_the_users_threshol
 def test_allocator_facts_of_a_mini_batch_run_say_what_its_workers_apply():
     # benchmarks.sampled's workers, as sarlite train with sampling: retain, unless the
     # environment names a setting
-    facts = records.allocator_facts({}, sarlite_init=True, mmap_default=allocator.RETAIN)
+    facts = records.allocator_facts({}, sarlite_init=True, mini_batch=True)
     assert facts["sarlite_mmap_threshold"] == "retain"
     chosen = {"SARLITE_MMAP_THRESHOLD": "65536"}
-    assert records.allocator_facts(chosen, sarlite_init=True, mmap_default=allocator.RETAIN
+    assert records.allocator_facts(chosen, sarlite_init=True, mini_batch=True
                                    )["sarlite_mmap_threshold"] == 65536
 
 
