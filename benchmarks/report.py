@@ -462,6 +462,16 @@ def _section(records: list[dict], title: str) -> tuple[list[str], list[Target]]:
     return lines, checks
 
 
+def _study_facts(result: dict) -> list[dict]:
+    """A study record's run facts: one run's (a largest-graph search), or each side's
+    (the sampled comparison stores ``{"dgl": facts, "sarlite": facts}``); none when the
+    record predates them."""
+    facts = result.get("facts")
+    if not facts:
+        return []
+    return [facts] if "machine" in facts else list(facts.values())
+
+
 def _study_section(largest: list[dict], sampled: dict | None) -> list[str]:
     """The goals measured by other studies, each with what its own record says about it."""
     checks = study_targets(largest, sampled)
@@ -472,8 +482,8 @@ def _study_section(largest: list[dict], sampled: dict | None) -> list[str]:
              "(benchmarks.largest) and the sampled comparison (benchmarks.sampled)."]
     for name, result in [("largest-graph search", r) for r in largest] + \
             ([("sampled comparison", sampled)] if sampled else []):
-        facts = result.get("facts")
-        lines.append(f"- {name}: " + (" ".join(run_records.header([facts])) if facts else
+        facts = _study_facts(result)
+        lines.append(f"- {name}: " + (" ".join(run_records.header(facts)) if facts else
                                       "machine and settings not recorded."))
     lines += ["", "| target | case | measured | limit | result | margin |",
               "|---|---|---|---|---|---|"]

@@ -153,6 +153,18 @@ def test_the_header_states_the_threads_rule_and_each_sides_allocator(tmp_path):
            "threshold to 131072 bytes" in text
 
 
+def test_a_suites_sampled_comparison_is_described_by_each_sides_facts(tmp_path):
+    out = _suite(tmp_path, _four_runs())
+    sampled = {"world_size": 2, "num_nodes": 100_000, "ratio": 1.3,
+               "facts": {"dgl": _facts(sarlite=None), "sarlite": _facts(sarlite="retain")}}
+    (out / "sampled").mkdir()
+    (out / "sampled" / "summary.json").write_text(json.dumps(sampled))
+    text, _, _ = report.render(out, "t")
+    study = text.split("## Goals measured by other studies")[1]
+    assert "- sampled comparison: Machine: AMD EPYC, 2 cores" in study
+    assert "| sampled training, sarlite N=2 epoch <= 1x" in study
+
+
 def test_a_written_summary_checks_clean_and_a_changed_record_is_found(tmp_path):
     out = _suite(tmp_path, _four_runs())
     text, data, _ = report.render(out, "t")
