@@ -29,6 +29,9 @@ LARGEST = ("largest.json", "largest_steps/largest.json", "largest_steps_n8/large
 LARGEST_GOALS = {"sar4": 3.5, "sar8": 6.0}
 GOAL_BUDGET_GIB = 3.0
 SAMPLED_GOAL = 1.0
+#: a suite folder's sampled-training comparison (the full suite makes one; see
+#: benchmarks.run), whose markdown is regenerated from it like a study's
+SUITE_SAMPLED = "sampled/summary.json"
 # issue 33's goals at equal cores: sar N=2 epoch against DGL (well-cut graphs, others),
 # sar's peak per worker at N=4 on the 400k-node graph, sar's growth per worker at N=4, 8
 EPOCH_GOAL_WELL_CUT, EPOCH_GOAL_OTHER = 0.8, 1.0
@@ -512,7 +515,7 @@ def render(out: Path, suite: str) -> tuple[str, dict, list[tuple[list[dict], dic
     records = load_records(out)
     largest = [json.loads(path.read_text()) for path in
                (common.RESULTS / name for name in LARGEST) if path.exists()]
-    sampled_file = out / "sampled" / "summary.json"
+    sampled_file = out / SUITE_SAMPLED
     sampled = json.loads(sampled_file.read_text()) if sampled_file.exists() else None
     sections = run_records.split(records)
     plots = _plot_names(sections)
@@ -576,7 +579,9 @@ def _suite_name(out: Path) -> str:
 
 def check_suite(out: Path) -> list[str]:
     """The differences between ``out``'s committed summary and one regenerated from its
-    records (``[]``: none; plots are not compared, they are images of the same data)."""
+    records, and likewise for its sampled comparison's markdown when it has one
+    (:data:`SUITE_SAMPLED`) (``[]``: none; plots are not compared, they are images of the
+    same data)."""
     text, data, _ = render(out, _suite_name(out))
     problems = []
     for name, want in (("summary.md", text), ("summary.json", _json_text(data))):
@@ -585,6 +590,11 @@ def check_suite(out: Path) -> list[str]:
             problems.append(f"{path}: missing")
         elif path.read_text() != want:
             problems.append(f"{path}: differs from the summary regenerated from its records")
+    sampled_json = out / SUITE_SAMPLED
+    if sampled_json.exists():
+        from . import sampled
+        problems += _check_file(sampled_json.with_suffix(".md"),
+                                sampled.markdown(json.loads(sampled_json.read_text())))
     return problems
 
 
@@ -642,7 +652,8 @@ def study_renderers() -> dict:
 def unexplained(results: Path = common.RESULTS) -> list[str]:
     """Markdown files under ``results`` that no check regenerates: hand-written notes, or
     summaries whose records are gone."""
-    known = {str(out.relative_to(results) / "summary.md") for out in suite_dirs(results)}
+    known = {str(out.relative_to(results) / name) for out in suite_dirs(results)
+             for name in ("summary.md", str(Path(SUITE_SAMPLED).with_suffix(".md")))}
     known |= {md for md, _ in study_renderers().values()}
     return [f"{path}: not generated from a record (no check regenerates it)"
             for path in sorted(results.glob("**/*.md"))

@@ -165,6 +165,26 @@ def test_a_suites_sampled_comparison_is_described_by_each_sides_facts(tmp_path):
     assert "| sampled training, sarlite N=2 epoch <= 1x" in study
 
 
+def test_a_suites_sampled_comparison_is_regenerated_from_its_record_by_the_check(tmp_path):
+    from benchmarks import sampled
+    out = _suite(tmp_path, _four_runs())
+    side = {key: 1.0 for key in ("epoch_s", "cpu_s", *sampled.PART_KEYS)}
+    record = {"command": "python -m benchmarks.sampled", "world_size": 2,
+              "num_nodes": 100_000, "batch_size": 1000, "repeats": 1, "dgl": side,
+              "sarlite": side, "ratios": [1.0], "ratio": 1.0,
+              "facts": {"dgl": _facts(sarlite=None), "sarlite": _facts(sarlite="retain")}}
+    (out / "sampled").mkdir()
+    (out / "sampled" / "summary.json").write_text(json.dumps(record))
+    text, data, _ = report.render(out, "t")
+    (out / "summary.md").write_text(text)
+    (out / "summary.json").write_text(json.dumps(data, indent=1) + "\n")
+    (out / "sampled" / "summary.md").write_text(sampled.markdown(record))
+    assert report.check_suite(out) == [] and report.unexplained(tmp_path) == []
+    (out / "sampled" / "summary.md").write_text("# edited by hand\n")
+    assert report.check_suite(out) == [f"{out / 'sampled' / 'summary.md'}: differs from "
+                                       f"the text regenerated from its record"]
+
+
 def test_a_written_summary_checks_clean_and_a_changed_record_is_found(tmp_path):
     out = _suite(tmp_path, _four_runs())
     text, data, _ = report.render(out, "t")
