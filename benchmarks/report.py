@@ -542,7 +542,10 @@ def render(out: Path, suite: str) -> tuple[str, dict, list[tuple[list[dict], dic
             f"[{name.replace('.json', '.md')}](../{name.replace('.json', '.md')})"
             for name in LARGEST if (common.RESULTS / name).exists()) + ".", ""]
     if sampled is not None:
-        lines += ["Sampled training: [sampled/summary.md](sampled/summary.md).", ""]
+        # named, not linked: the docs site includes this file from elsewhere, where a
+        # relative link to the folder beside it has no page to point to
+        lines += ["Sampled training: its own table is `sampled/summary.md`, in this "
+                  "results folder.", ""]
     return "\n".join(lines), data, list(zip(sections, plots))
 
 
