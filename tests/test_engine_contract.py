@@ -6,6 +6,8 @@ properties run on 2 gloo workers, several checks per spawn.
 import dgl
 import dgl.function as fn
 import dgl.nn as dglnn
+import weakref
+
 import pytest
 import torch
 from torch import nn
@@ -48,6 +50,34 @@ def test_double_backward_is_refused_in_sequential_modes(one_part, mode):
     x = data.node_features["feat"].clone().requires_grad_()
     with pytest.raises(RuntimeError, match="double backward .* one-shot"):
         _penalty(conv, g, x)
+
+
+def _copy_and_reduce(g, h, reducer: str) -> torch.Tensor:
+    with g.local_scope():
+        g.srcdata["h"] = h
+        g.update_all(fn.copy_u("h", "m"), getattr(fn, reducer)("m", "out"))
+        return g.dstdata["out"]
+
+
+@pytest.mark.parametrize("reducer", ["sum", "mean"])
+def test_sar_copy_and_sum_frees_a_temporary_source_before_backward(one_part, reducer):
+    # GraphConv aggregates normalized features, a temporary that only the aggregation
+    # reads: as in DGL, it must not live on until the backward pass
+    _, data = one_part
+    x = data.node_features["feat"].clone().requires_grad_()
+    temporary = x * 2.0
+    alive = weakref.ref(temporary)
+    out = _copy_and_reduce(sarlite.construct_full_graph(data, mode="sar"), temporary,
+                           reducer)
+    del temporary
+    assert alive() is None
+    out.pow(2).sum().backward()
+    x_ref = x.detach().clone().requires_grad_()
+    ref = _copy_and_reduce(sarlite.construct_full_graph(data, mode="one-shot"),
+                           x_ref * 2.0, reducer)
+    ref.pow(2).sum().backward()
+    torch.testing.assert_close(out, ref, **TOL)
+    torch.testing.assert_close(x.grad, x_ref.grad, **TOL)
 
 
 @pytest.mark.parametrize("mode", ["sar", "sa", "one-shot"])

@@ -11,7 +11,9 @@ are returned through autograd like any other input's.
 Backward, mode ``sar``: for each shard, fetch the rows again, rebuild the shard's
 computation under autograd, back-propagate the slice of the output gradient, and send the
 source-row gradients back to their owners, who add them up. ``copy_u`` with ``sum``/``mean``
-needs no refetch: the source gradient is the transposed aggregation of the output gradient.
+needs no refetch: the source gradient is the transposed aggregation of the output gradient,
+and the sources' values are not kept for it (only their shapes), so a temporary input such
+as GraphConv's normalized features is freed after the forward, as in DGL.
 Mode ``sa`` keeps the forward's autograd graph instead and only sends gradients back.
 The backward is not itself differentiable: double backward is refused.
 
@@ -117,6 +119,14 @@ class OpContext:
     captured: tuple[torch.Tensor, ...]
     out_names: tuple[str, ...]
     rng_states: tuple = ()      # per shard, for Python functions: replayed in backward
+
+    @property
+    def transposes(self) -> bool:
+        """Whether the backward is the output gradient summed back along the edges
+        (``sar`` mode, ``copy_u`` with ``sum``/``mean``, no destination or edge data, no
+        captured tensors): it reads the sources' shapes, not their values."""
+        return (not self.keep_graph and _copies_and_sums(self.message)
+                and not self.message.dst and not self.message.edge and not self.captured)
 
 
 @dataclass
@@ -421,7 +431,11 @@ class SequentialAggregation(torch.autograd.Function):
         ctx.op = op
         ctx.winner = result.winner
         ctx.kept = result.kept
-        ctx.save_for_backward(*inputs[:len(inputs) - len(op.captured)])
+        saved = inputs[:len(inputs) - len(op.captured)]
+        # a transposing backward reads only the sources' shapes: keeping their values
+        # would hold a temporary input (GraphConv's normalized features) until backward
+        ctx.stand_ins = tuple(_StandIn.of(t) for t in saved) if op.transposes else None
+        ctx.save_for_backward(*(() if op.transposes else saved))
         outputs = tuple(o.detach() for o in result.outputs)
         return outputs[0] if len(outputs) == 1 else outputs
 
@@ -433,7 +447,8 @@ class SequentialAggregation(torch.autograd.Function):
                 "update_all/apply_edges (modes 'sar' and 'sa') is not supported; use "
                 "one-shot mode (g.get_full_partition_graph() or mode='one-shot').")
         op: OpContext = ctx.op
-        src_vals, dst_vals, edge_vals = op.message.split(ctx.saved_tensors)
+        saved = ctx.stand_ins if ctx.stand_ins is not None else ctx.saved_tensors
+        src_vals, dst_vals, edge_vals = op.message.split(saved)
         sender = _GradReturn(op.graph, src_vals)
         if op.keep_graph:
             dst_grads, edge_grads, captured_grads = _backward_kept(op, ctx.kept,
@@ -441,8 +456,23 @@ class SequentialAggregation(torch.autograd.Function):
         else:
             dst_grads, edge_grads, captured_grads = _backward_rematerialized(
                 op, ctx.winner, grad_outputs, src_vals, dst_vals, edge_vals, sender)
-        ctx.kept = ctx.winner = None
+        ctx.kept = ctx.winner = ctx.stand_ins = None
         return (None, None, *sender.totals(), *dst_grads, *edge_grads, *captured_grads)
+
+
+@dataclass(frozen=True)
+class _StandIn:
+    """What a transposing backward (:attr:`OpContext.transposes`) needs of a source
+    tensor: its shape, dtype, device and whether it wants a gradient."""
+
+    shape: torch.Size
+    dtype: torch.dtype
+    device: torch.device
+    requires_grad: bool
+
+    @classmethod
+    def of(cls, tensor: torch.Tensor) -> "_StandIn":
+        return cls(tensor.shape, tensor.dtype, tensor.device, tensor.requires_grad)
 
 
 class _GradReturn:
@@ -454,6 +484,7 @@ class _GradReturn:
     reused buffer per field (``received``)."""
 
     def __init__(self, graph: ShardSet, src_vals):
+        # src_vals: the source tensors, or their stand-ins (shapes only, see _StandIn)
         self.plan, self.options = graph.plan, graph.options
         self.src_vals = src_vals
         self.wanted = [t.requires_grad for t in src_vals]
@@ -478,15 +509,20 @@ class _GradReturn:
                 self.grads[f] = rows          # the local shard's gradient, full size already
             else:
                 if self.grads[f] is None:
-                    self.grads[f] = torch.zeros_like(self.src_vals[f])
+                    self.grads[f] = _zeros(self.src_vals[f])
                 self.plan.add_returned(self.grads[f], rows, step)
         self.pending = []
 
     def totals(self) -> list:
         """Final gradients of the source fields (``None`` where none is needed)."""
         self.flush()
-        return [(g if g is not None else torch.zeros_like(t)) if want else None
+        return [(g if g is not None else _zeros(t)) if want else None
                 for g, t, want in zip(self.grads, self.src_vals, self.wanted)]
+
+
+def _zeros(like) -> torch.Tensor:
+    """Zeros of the shape, dtype and device of ``like`` (a tensor or a :class:`_StandIn`)."""
+    return torch.zeros(like.shape, dtype=like.dtype, device=like.device)
 
 
 def _backward_kept(op: OpContext, kept, grad_outputs, sender):
@@ -518,12 +554,10 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
     if reducer is not None:
         grad_agg = grad_outputs[0] / _degree_view(graph, grad_outputs[0]) \
             if reducer == "mean" else grad_outputs[0]
-    shortcut = (_copies_and_sums(message) and not dst_vals and not edge_vals
-                and not op.captured)
-    steps = ((step, graph.piece(step), None) for step in graph.steps) if shortcut else \
-        graph.fetched(src_vals, FETCH_KIND)
+    steps = ((step, graph.piece(step), None) for step in graph.steps) if op.transposes \
+        else graph.fetched(src_vals, FETCH_KIND)
     for step, piece, fetched in steps:
-        if shortcut:
+        if op.transposes:
             fetched_grads = [_transposed_sum(piece, graph.kernels, grad_agg)]
         elif _idle(step, piece):
             fetched_grads = [torch.zeros_like(t) for t in fetched]
