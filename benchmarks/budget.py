@@ -109,8 +109,7 @@ def main(argv=None) -> int:
                   flush=True)
     data = {"model": args.model, "world_size": args.world_size,
             "num_nodes": args.num_nodes, "runs": runs,
-            "command": "python -m benchmarks.budget " + " ".join(
-                sys.argv[1:] if argv is None else argv),
+            "command": common.command_line("benchmarks.budget", argv),
             "facts": records.run_facts(processes=args.world_size, env=common.user_env())}
     common.write_summary(args.out, data, report(data))
     return 0

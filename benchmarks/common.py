@@ -178,6 +178,24 @@ def user_env() -> dict[str, str]:
 ALLOCATOR_POLICIES = ("own-defaults", "fixed-both")
 
 
+def command_line(module: str, argv: list[str] | None = None) -> str:
+    """``python -m module ARGS`` as a record states it: ``argv`` (default: this process's
+    arguments), with every absolute path inside the repository written relative to it, so
+    that a committed record names no machine's directories."""
+    args = sys.argv[1:] if argv is None else argv
+    return " ".join(["python -m", module, *(_repo_relative(a) for a in args)])
+
+
+def _repo_relative(arg: str) -> str:
+    path = Path(arg)
+    if not path.is_absolute():
+        return arg
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return arg
+
+
 def suite_env(threads: int = 1, policy: str = "own-defaults",
               sarlite: bool = True) -> dict[str, str]:
     """The environment of one measured process of the suite: :func:`user_env` with

@@ -62,7 +62,7 @@ def main() -> None:
                                     "runs": runs})
                     print(config, world, dtype, [r["test_acc"] for r in runs], flush=True)
     env = common.user_env()
-    data = {"command": "python -m benchmarks.halo_dtype " + " ".join(sys.argv[1:]),
+    data = {"command": common.command_line("benchmarks.halo_dtype"),
             "seeds": args.seeds, "results": results,
             "facts": records.run_facts(processes=max(args.world_sizes), env=env)}
     common.RESULTS.mkdir(exist_ok=True)

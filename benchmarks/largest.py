@@ -245,7 +245,7 @@ def main() -> None:
     result["ratio"] = result["ratios"].get("sar4")       # the suite's target
     result.update(probes=search.log, seconds=search.elapsed(),
                   date=time.strftime("%Y-%m-%d"), machine=machine(), facts=facts,
-                  command="python -m benchmarks.largest " + " ".join(sys.argv[1:]))
+                  command=common.command_line("benchmarks.largest"))
     write(result, args.out)
     if not args.keep_cache:
         shutil.rmtree(args.cache, ignore_errors=True)

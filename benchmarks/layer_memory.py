@@ -174,8 +174,7 @@ def main(argv=None) -> int:
         print(f"growth {results[mode]['growth_mib']:.0f} MiB", flush=True)
     data = {"model": args.model, "world_size": args.world_size,
             "num_nodes": args.num_nodes, "modes": results,
-            "command": "python -m benchmarks.layer_memory " + " ".join(
-                sys.argv[1:] if argv is None else argv),
+            "command": common.command_line("benchmarks.layer_memory", argv),
             "facts": records.run_facts(processes=args.world_size, env=common.user_env())}
     common.write_summary(args.out, data, report(data))
     return 0

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -153,7 +152,7 @@ def main() -> None:
             print(f"  peaks {[round(r['peak_mib']) for r in rows[-args.workers:]]} MiB",
                   flush=True)
     model = fit(rows)
-    result = {"command": "python -m benchmarks.papers100m_projection " + " ".join(sys.argv[1:]),
+    result = {"command": common.command_line("benchmarks.papers100m_projection"),
               "workers": args.workers, "runs": rows, "fit": model,
               "projection": project(model), "papers100m": PAPERS,
               "seconds": time.time() - start}

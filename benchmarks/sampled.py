@@ -231,8 +231,7 @@ def main(argv=None) -> int:
                                           mini_batch=True)}     # as its workers
     pairs = [_pair(args, graph, config, common_args, envs, i) for i in range(args.repeats)]
     ratios = [ours["epoch_s"] / dgl["epoch_s"] for dgl, ours in pairs]
-    command = "python -m benchmarks.sampled " + " ".join(
-        argv if argv is not None else sys.argv[1:])
+    command = common.command_line("benchmarks.sampled", argv)
     result = {"command": command, "facts": facts,
               "world_size": args.world_size, "num_nodes": args.num_nodes,
               "batch_size": args.batch_size, "repeats": args.repeats,

@@ -211,6 +211,30 @@ def test_every_committed_suite_record_stores_its_run_facts():
             assert record["allocator_policy"] in ("own-defaults", "fixed-both")
 
 
+def test_a_records_command_names_repository_paths_relative_to_it():
+    from benchmarks import common
+    inside = str(common.RESULTS / "full" / "sampled")
+    assert common.command_line("benchmarks.sampled", ["--out", inside, "--cache", "/data/x"]) \
+        == "python -m benchmarks.sampled --out benchmarks/results/full/sampled --cache /data/x"
+
+
+def test_no_committed_records_command_names_an_absolute_path():
+    def commands(value):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                yield from ([item] if key == "command" and isinstance(item, str) else
+                            commands(item))
+        elif isinstance(value, list):
+            for item in value:
+                yield from commands(item)
+    from benchmarks import common
+    for path in common.RESULTS.glob("**/*.json"):
+        if common.CACHE in path.parents:
+            continue
+        for command in commands(json.loads(path.read_text())):
+            assert not re.search(r"(^|\s)/", command), (path, command)
+
+
 def test_a_kv_pull_record_renders_its_own_header():
     from benchmarks import kv_pull
     summary = {"rows": 10, "width": 2, "world": 2, "requested_rows": 4, "remote_rows": 2,
