@@ -582,8 +582,8 @@ def _suite_name(out: Path) -> str:
 
 def check_suite(out: Path) -> list[str]:
     """The differences between ``out``'s committed summary and one regenerated from its
-    records, and likewise for its sampled comparison's markdown when it has one
-    (:data:`SUITE_SAMPLED`) (``[]``: none; plots are not compared, they are images of the
+    records, and of the studies it holds (its sampled comparison, :data:`SUITE_SAMPLED`;
+    :func:`check_studies`) (``[]``: none; plots are not compared, they are images of the
     same data)."""
     text, data, _ = render(out, _suite_name(out))
     problems = []
@@ -593,12 +593,7 @@ def check_suite(out: Path) -> list[str]:
             problems.append(f"{path}: missing")
         elif path.read_text() != want:
             problems.append(f"{path}: differs from the summary regenerated from its records")
-    sampled_json = out / SUITE_SAMPLED
-    if sampled_json.exists():
-        from . import sampled
-        problems += _check_file(sampled_json.with_suffix(".md"),
-                                sampled.markdown(json.loads(sampled_json.read_text())))
-    return problems
+    return problems + check_studies(out)
 
 
 def _check_file(path: Path, want: str) -> list[str]:
@@ -655,9 +650,9 @@ def study_renderers() -> dict:
 def unexplained(results: Path = common.RESULTS) -> list[str]:
     """Markdown files under ``results`` that no check regenerates: hand-written notes, or
     summaries whose records are gone."""
-    known = {str(out.relative_to(results) / name) for out in suite_dirs(results)
-             for name in ("summary.md", str(Path(SUITE_SAMPLED).with_suffix(".md")))}
-    known |= {md for md, _ in study_renderers().values()}
+    studies = [md for md, _ in study_renderers().values()]
+    known = set(studies) | {str(out.relative_to(results) / md) for out in suite_dirs(results)
+                            for md in ("summary.md", *studies)}
     return [f"{path}: not generated from a record (no check regenerates it)"
             for path in sorted(results.glob("**/*.md"))
             if path.relative_to(results).parts[0] != common.CACHE.name

@@ -228,8 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"epoch {row['median_epoch_s']:.2f} s, growth {row['growth_mib']:.0f} MiB",
               flush=True)
         rows.append(row)
-    command = "python -m benchmarks.rgcn_memory " + " ".join(argv if argv is not None
-                                                               else sys.argv[1:])
+    command = common.command_line("benchmarks.rgcn_memory", argv)
     out = common.RESULTS / "rgcn_memory"
     data = {"command": command, "papers": args.papers, "hidden": args.hidden, "rows": rows}
     out.with_suffix(".json").write_text(json.dumps(data, indent=1))

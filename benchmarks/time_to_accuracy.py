@@ -470,7 +470,7 @@ def main(argv=None) -> int:
     for dataset, by_system in facts.items():
         for name, run in by_system.items():
             results[dataset]["runs"][name].update(run)
-    meta = {"command": "python -m benchmarks.time_to_accuracy " + " ".join(argv or sys.argv[1:]),
+    meta = {"command": common.command_line("benchmarks.time_to_accuracy", argv or None),
             "load_average_before_after": [load_before, os.getloadavg()[0]],
             "dgl_torch_threads": plan.dgl_threads(), "cores": os.cpu_count(),
             "gain_fraction": GAIN_FRACTION, "best_fraction": BEST_FRACTION,
