@@ -80,6 +80,45 @@ def test_sar_copy_and_sum_frees_a_temporary_source_before_backward(one_part, red
     torch.testing.assert_close(x.grad, x_ref.grad, **TOL)
 
 
+def _times_edge_and_reduce(g, h, w, reducer: str) -> torch.Tensor:
+    with g.local_scope():
+        g.srcdata["h"] = h
+        g.edata["w"] = w
+        g.update_all(fn.u_mul_e("h", "w", "m"), getattr(fn, reducer)("m", "out"))
+        return g.dstdata["out"]
+
+
+@pytest.mark.parametrize("reducer", ["sum", "mean"])
+@pytest.mark.parametrize("x_shape, w_shape", [((4,), ()), ((2, 2), (2, 1)), ((2, 2), (1,))])
+@pytest.mark.parametrize("wanted", ["both", "source", "edge"])
+def test_sar_product_and_sum_backward_recomputes_no_aggregate(one_part, monkeypatch, reducer,
+                                                               x_shape, w_shape, wanted):
+    # GATConv's u_mul_e + sum: its gradients come from the output gradient, the refetched
+    # rows and the edge values (DGL's own backward kernels), not from running it again
+    _, data = one_part
+    g = sarlite.construct_full_graph(data, mode="sar")
+    x = data.node_features["feat"].reshape((-1,) + x_shape).clone()
+    w = torch.rand((g.num_edges(),) + w_shape, generator=torch.Generator().manual_seed(0))
+    x.requires_grad_(wanted != "edge")
+    w.requires_grad_(wanted != "source")
+    out = _times_edge_and_reduce(g, x, w, reducer)
+    recomputed = []
+    real = sarlite.core.sar_op._shard_compute
+    monkeypatch.setattr(sarlite.core.sar_op, "_shard_compute",
+                        lambda *args: recomputed.append(1) or real(*args))
+    out.pow(2).sum().backward()
+    assert not recomputed
+    ref_g = sarlite.construct_full_graph(data, mode="one-shot")
+    x_ref = x.detach().clone().requires_grad_(x.requires_grad)
+    w_ref = w.detach().clone().requires_grad_(w.requires_grad)
+    ref = _times_edge_and_reduce(ref_g, x_ref, w_ref, reducer)
+    ref.pow(2).sum().backward()
+    torch.testing.assert_close(out, ref, **TOL)
+    for mine, theirs in ((x, x_ref), (w, w_ref)):
+        if mine.requires_grad:
+            torch.testing.assert_close(mine.grad, theirs.grad, **TOL)
+
+
 @pytest.mark.parametrize("mode", ["sar", "sa", "one-shot"])
 def test_apply_edges_on_an_edge_subset_is_refused(one_part, mode):
     _, data = one_part

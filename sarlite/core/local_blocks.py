@@ -81,7 +81,60 @@ class BlockCache:
         if kernels == "torch":
             return copy_sum_back(block.adjacency, grad)
         from dgl.backend import gspmm
-        if self._reversed is None:      # once: the rows by source, kept with the forward
-            block._graph.create_formats_()          # graph, and its reversed view
+        return gspmm(self._reversed_graph(), "copy_lhs", "sum", grad, None)
+
+    def product_back(self, grad: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
+                     need_x: bool, need_w: bool):
+        r"""The gradients of ``u_mul_e`` + ``sum`` on the ``"dgl"`` block, from the output
+        gradient alone: no aggregate is recomputed.
+
+        For :math:`out_d = \sum_{e: s \to d} x_s \odot w_e` (broadcast as DGL's
+        ``gspmm`` broadcasts, after padding both to as many dimensions),
+        :math:`\partial x_s = \sum_{e: s \to d} grad_d \odot w_e` (the product on the
+        reversed graph, which shares the forward graph's formats) and
+        :math:`\partial w_e = grad_d \odot x_s` (a per-edge product, or a dot product over
+        the last dimension when ``w`` has one value there), each summed over the
+        dimensions its input was broadcast along: the kernels DGL's own backward of the
+        call runs.
+
+        ``grad`` ``(num_dst, *out)``, ``x`` ``(num_src, *X)``, ``w`` ``(num_edges, *W)``;
+        returns ``(dx, dw)`` shaped like ``x`` and ``w``, ``None`` where not ``need_*``.
+        """
+        from dgl.backend import gsddmm, gspmm
+        x2, w2 = _padded(x, w)
+        dx = dw = None
+        if need_x:
+            dx = _unbroadcast(gspmm(self._reversed_graph(), "mul", "sum", grad, w2),
+                              x2.shape).reshape(x.shape)
+        if need_w:
+            dot = (x2.shape[1:-1] == w2.shape[1:-1] and w2.shape[-1] == 1
+                   and x2.shape[-1] > 1)
+            dw = _unbroadcast(gsddmm(self.get("dgl")._graph, "dot" if dot else "mul", x2,
+                                     grad), w2.shape).reshape(w.shape)
+        return dx, dw
+
+    def _reversed_graph(self):
+        """DGL's graph index of the ``"dgl"`` block, reversed; built once, after the rows by
+        source (CSR) are built on the forward graph, so that both share them."""
+        if self._reversed is None:
+            block = self.get("dgl")
+            block._graph.create_formats_()
             self._reversed = block._graph.reverse()
-        return gspmm(self._reversed, "copy_lhs", "sum", grad, None)
+        return self._reversed
+
+
+def _padded(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x`` and ``w`` viewed with as many dimensions each, size-1 dimensions inserted after
+    the first, as DGL's ``gspmm`` pads its operands."""
+    dims = max(x.dim(), w.dim())
+
+    def pad(t):
+        return t.reshape((t.shape[0],) + (1,) * (dims - t.dim()) + tuple(t.shape[1:]))
+    return pad(x), pad(w)
+
+
+def _unbroadcast(grad: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """``grad`` summed over the dimensions (after the first) where ``shape`` has size 1 and
+    ``grad`` does not: the gradient of an input that was broadcast to ``grad``'s shape."""
+    dims = tuple(i for i in range(1, grad.dim()) if grad.shape[i] != shape[i])
+    return grad.sum(dim=dims, keepdim=True) if dims else grad

@@ -81,6 +81,13 @@ def is_copy_src(func) -> bool:
     return isinstance(func, CopyMessageFunction) and func.target == SRC
 
 
+def is_src_times_edge(func) -> bool:
+    """True for ``u_mul_e`` (GATConv's and weighted GraphConv's message): with ``sum`` its
+    gradients are a transposed aggregation and a per-edge product, read off the output
+    gradient without the aggregate itself."""
+    return isinstance(func, BinaryMessageFunction) and func.name == "u_mul_e"
+
+
 def reducer_name(reduce_func) -> str:
     """``"sum"``, ``"mean"``, ``"max"`` or ``"min"``; anything else cannot be folded.
 

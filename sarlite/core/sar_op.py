@@ -13,7 +13,10 @@ computation under autograd, back-propagate the slice of the output gradient, and
 source-row gradients back to their owners, who add them up. ``copy_u`` with ``sum``/``mean``
 needs no refetch: the source gradient is the transposed aggregation of the output gradient,
 and the sources' values are not kept for it (only their shapes), so a temporary input such
-as GraphConv's normalized features is freed after the forward, as in DGL.
+as GraphConv's normalized features is freed after the forward, as in DGL. ``u_mul_e``
+with ``sum``/``mean`` on DGL's kernels (GATConv) refetches the rows but recomputes no
+aggregate: its two gradients are read off the output gradient (:meth:`GraphShard.product_back
+<sarlite.core.shards.GraphShard.product_back>`).
 Mode ``sa`` keeps the forward's autograd graph instead and only sends gradients back.
 The backward is not itself differentiable: double backward is refused.
 
@@ -39,7 +42,7 @@ import dgl.function as fn
 import torch
 
 from .capture import Captures
-from .message import is_copy_src
+from .message import is_copy_src, is_src_times_edge
 from .options import EngineOptions, step_rows
 from .shards import GraphShard, RingPlan, Step
 from .step_buffers import Rotation
@@ -127,6 +130,16 @@ class OpContext:
         captured tensors): it reads the sources' shapes, not their values."""
         return (not self.keep_graph and _copies_and_sums(self.message)
                 and not self.message.dst and not self.message.edge and not self.captured)
+
+    @property
+    def multiplies(self) -> bool:
+        """Whether the backward takes ``u_mul_e`` + ``sum``/``mean``'s gradients straight
+        from the output gradient (``sar`` mode, DGL's kernels, no destination data): it
+        refetches the source rows and reads the edge values, but recomputes no aggregate
+        (:meth:`GraphShard.product_back <sarlite.core.shards.GraphShard.product_back>`)."""
+        return (not self.keep_graph and self.graph.kernels == "dgl" and not self.captured
+                and self.message.reducer in ("sum", "mean") and not self.message.dst
+                and is_src_times_edge(self.message.func))
 
 
 @dataclass
@@ -561,6 +574,14 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
             fetched_grads = [_transposed_sum(piece, graph.kernels, grad_agg)]
         elif _idle(step, piece):
             fetched_grads = [torch.zeros_like(t) for t in fetched]
+        elif op.multiplies:
+            (weights,) = _edge_slices(edge_vals, piece)
+            grad_x, grad_w = piece.product_back(
+                _shard_grad(reducer, grad_agg, winner, step.index, piece), fetched[0],
+                weights, src_vals[0].requires_grad, edge_vals[0].requires_grad)
+            _add_edge_grads(edge_grads, piece, [grad_w])
+            fetched_grads = [_or_zeros(grad_x, fetched[0])]
+            del weights, grad_x, grad_w
         else:
             fetched = _leaves_like(fetched, src_vals)
             dst_leaves = _leaves_like(_dst_slices(dst_vals, piece), dst_vals)
