@@ -21,9 +21,11 @@ What the engine sends (``sarlite/core/sar_op.py``, ``distributed_block.py``):
 * sa: the forward fetches each shard's rows once and keeps the autograd graph; backward
   only returns gradients: exactly the bound;
 * sar: ``copy_u`` with ``sum``/``mean`` (SAGE, GCN) back-propagates by the transposed
-  aggregation, no refetch: exactly the bound. Other message functions (GAT's ``u_add_v``
-  and ``u_mul_e``) refetch the rows in backward to rematerialize the messages: one more
-  forward-sized transfer per layer, 1.5x the bound when every layer needs gradients.
+  aggregation, and GAT's ``u_add_v`` by sums of the edge gradient: no refetch. GAT's
+  ``u_mul_e`` refetches the rows it aggregates (``ft``) in backward, where its edge
+  gradient reads them: one more transfer of ``ft`` per layer, a little under 1.5x the
+  bound. (Before the engine summed ``u_add_v``'s gradients directly it refetched ``el``
+  too: exactly 1.5x; each record stores the bytes its own commit expected.)
 """
 from __future__ import annotations
 
@@ -36,10 +38,12 @@ COPY_SRC_MODELS = ("sage", "gcn")
 
 @dataclass(frozen=True)
 class LayerExchange:
-    """What one layer moves per halo node: ``width`` values, and a gradient if needed."""
+    """What one layer moves per halo node: ``width`` values, and a gradient if needed;
+    ``refetched``: the values of those a sar backward fetches again."""
 
     width: int
     needs_grad: bool
+    refetched: int = 0
 
 
 def layer_exchanges(model: str, feat_dim: int, hidden: int, num_classes: int,
@@ -65,7 +69,9 @@ def layer_exchanges(model: str, feat_dim: int, hidden: int, num_classes: int,
                                      needs_grad=i > 0 or project_first))
         elif model == "gat":
             h = 1 if last else heads
-            out.append(LayerExchange(h * width_out + h, needs_grad=True))   # ft and el
+            # ft and el; sar's backward refetches ft (u_mul_e's edge gradient reads it)
+            out.append(LayerExchange(h * width_out + h, needs_grad=True,
+                                     refetched=h * width_out))
         else:
             raise ValueError(f"unknown model {model!r}")
     return out
@@ -76,7 +82,8 @@ def halo_bytes(halo_nodes: list[int], exchanges: list[LayerExchange],
     """Bytes per epoch over all partitions; ``refetch`` (for every layer, or one flag per
     layer) adds sar's backward refetch."""
     flags = refetch if isinstance(refetch, list) else [refetch] * len(exchanges)
-    per_node = sum(e.width * (1 + e.needs_grad * (2 if again else 1))
+    per_node = sum(e.width * (1 + e.needs_grad) + (e.refetched if again and e.needs_grad
+                                                    else 0)
                    for e, again in zip(exchanges, flags, strict=True))
     return sum(halo_nodes) * per_node * BYTES_PER_VALUE
 
@@ -86,10 +93,9 @@ def lower_bound(halo_nodes: list[int], exchanges: list[LayerExchange]) -> int:
     return halo_bytes(halo_nodes, exchanges)
 
 
-def expected_bytes(halo_nodes: list[int], exchanges: list[LayerExchange], model: str,
+def expected_bytes(halo_nodes: list[int], exchanges: list[LayerExchange],
                    mode: str | list[str]) -> int:
     """Halo bytes per epoch that ``mode`` sends by construction (see the module text);
     ``mode`` may name each layer's (a memory-budget plan's)."""
     modes = mode if isinstance(mode, list) else [mode] * len(exchanges)
-    return halo_bytes(halo_nodes, exchanges,
-                      refetch=[m == "sar" and model not in COPY_SRC_MODELS for m in modes])
+    return halo_bytes(halo_nodes, exchanges, refetch=[m == "sar" for m in modes])

@@ -396,10 +396,10 @@ all workers together in the halo exchanges (sarlite.comm.traffic kinds sar_fetch
 sar_grad, oneshot_fetch, oneshot_grad); other: the gradient all-reduce. Bound: sum over
 partitions of halo nodes x sum over layers of the width each layer moves x 4 bytes x
 (forward + backward where the moved tensor needs a gradient); see benchmarks/bound.py.
-"Expected vs bound" is what the mode sends by construction: 1.0 except sar on GAT (1.5:
-rematerializing u_add_v / u_mul_e messages refetches the rows in backward), halved for
-16-bit halos (the sar-bf16 / sar-fp16 runs). sar-chunked: sar with
-engine.max_rows_per_step (see benchmarks/cases.py). budget: sar with
+"Expected vs bound" is what the mode sends by construction: 1.0 except sar on GAT, whose
+u_mul_e backward refetches the rows it aggregates (up to 1.5; see benchmarks/bound.py and
+each record's commit), halved for 16-bit halos (the sar-bf16 / sar-fp16 runs).
+sar-chunked: sar with engine.max_rows_per_step (see benchmarks/cases.py). budget: sar with
 engine.memory_budget at 1.05x the larger peak of the sar and one-shot runs at the same N
 (each layer one-shot or sar with a step size, as the plan in its record says).
 sar-torch / one-shot-torch: sar / one-shot on sarlite's torch kernels (engine.kernels:

@@ -108,7 +108,7 @@ def summarise(case: Case, mode: str, world: int, workers: list[dict],
             "halo_bytes_per_epoch": halo, "other_bytes_per_epoch": other,
             "halo_nodes": halo_nodes, "bound_bytes": lower_bound(halo_nodes, exchanges),
             "expected_bytes": 0 if mode == "dgl" else
-            expected_bytes(halo_nodes, exchanges, case.model, _layer_modes(mode, workers)),
+            expected_bytes(halo_nodes, exchanges, _layer_modes(mode, workers)),
             "memory_plan": workers[0].get("memory_plan"), "workers": workers}
 
 

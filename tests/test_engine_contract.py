@@ -119,6 +119,47 @@ def test_sar_product_and_sum_backward_recomputes_no_aggregate(one_part, monkeypa
             torch.testing.assert_close(mine.grad, theirs.grad, **TOL)
 
 
+def _src_plus_dst(g, x, y) -> torch.Tensor:
+    with g.local_scope():
+        g.srcdata["x"] = x
+        g.dstdata["y"] = y
+        g.apply_edges(fn.u_add_v("x", "y", "e"))
+        return g.edata["e"]
+
+
+@pytest.mark.parametrize("kernels", ["dgl", "torch"])
+@pytest.mark.parametrize("x_shape, y_shape", [((2, 1), (2, 1)), ((2, 3), (1,)), ((4,), (4,))])
+def test_sar_src_plus_dst_keeps_only_its_inputs_shapes(one_part, monkeypatch, x_shape,
+                                                      y_shape, kernels):
+    # GATConv's logits el[u] + er[v]: both gradients are sums of the edge gradient, so
+    # the inputs (temporaries) are freed after the forward, and nothing is recomputed
+    _, data = one_part
+    g = sarlite.construct_full_graph(data, mode="sar", kernels=kernels)
+    n = data.node_features["feat"].shape[0]
+    make = torch.Generator().manual_seed(0)
+    x = torch.rand((n,) + x_shape, generator=make, requires_grad=True)
+    y = torch.rand((n,) + y_shape, generator=make, requires_grad=True)
+    temporary = x * 2.0
+    alive = weakref.ref(temporary)
+    out = _src_plus_dst(g, temporary, y)
+    del temporary
+    assert alive() is None
+    recomputed = []
+    real = sarlite.core.sar_op._shard_compute
+    monkeypatch.setattr(sarlite.core.sar_op, "_shard_compute",
+                        lambda *args: recomputed.append(1) or real(*args))
+    out.pow(2).sum().backward()
+    assert not recomputed
+    x_ref = x.detach().clone().requires_grad_()
+    y_ref = y.detach().clone().requires_grad_()
+    ref = _src_plus_dst(sarlite.construct_full_graph(data, mode="one-shot"), x_ref * 2.0,
+                        y_ref)
+    ref.pow(2).sum().backward()
+    torch.testing.assert_close(out, ref, **TOL)
+    torch.testing.assert_close(x.grad, x_ref.grad, **TOL)
+    torch.testing.assert_close(y.grad, y_ref.grad, **TOL)
+
+
 @pytest.mark.parametrize("mode", ["sar", "sa", "one-shot"])
 def test_apply_edges_on_an_edge_subset_is_refused(one_part, mode):
     _, data = one_part

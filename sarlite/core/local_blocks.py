@@ -101,17 +101,51 @@ class BlockCache:
         returns ``(dx, dw)`` shaped like ``x`` and ``w``, ``None`` where not ``need_*``.
         """
         from dgl.backend import gsddmm, gspmm
-        x2, w2 = _padded(x, w)
+        xs, ws = _padded(x.shape[1:], w.shape[1:])
+        x2 = x.reshape((x.shape[0],) + xs)
         dx = dw = None
         if need_x:
-            dx = _unbroadcast(gspmm(self._reversed_graph(), "mul", "sum", grad, w2),
-                              x2.shape).reshape(x.shape)
+            dx = _unbroadcast(gspmm(self._reversed_graph(), "mul", "sum", grad,
+                                    w.reshape((w.shape[0],) + ws)), xs).reshape(x.shape)
         if need_w:
-            dot = (x2.shape[1:-1] == w2.shape[1:-1] and w2.shape[-1] == 1
-                   and x2.shape[-1] > 1)
+            dot = bool(xs) and xs[:-1] == ws[:-1] and ws[-1] == 1 and xs[-1] > 1
             dw = _unbroadcast(gsddmm(self.get("dgl")._graph, "dot" if dot else "mul", x2,
-                                     grad), w2.shape).reshape(w.shape)
+                                     grad), ws).reshape(w.shape)
         return dx, dw
+
+    def add_back(self, kernels: str, grad: torch.Tensor, x_shape: tuple, y_shape: tuple,
+                 need_x: bool, need_y: bool):
+        r"""The gradients of ``u_add_v`` from the edge gradient alone: for
+        :math:`e_{s \to d} = x_s + y_d` (broadcast as DGL's ``gsddmm`` broadcasts),
+        :math:`\partial x_s = \sum_{e: s \to d} grad_e` and
+        :math:`\partial y_d = \sum_{e: s \to d} grad_e`, each summed over the dimensions
+        its input was broadcast along. Neither reads ``x`` or ``y``.
+
+        On ``kernels`` ``"dgl"`` these are the kernels DGL's own backward of the call
+        runs (the source sums on the reversed graph, which shares the forward graph's
+        formats); on ``"torch"`` what autograd does for the torch kernels' gather and
+        add (the per-edge gradient unbroadcast, then added up at each edge's ends).
+
+        ``grad`` ``(num_edges, *out)``; ``x_shape``/``y_shape``: the inputs' shapes
+        after their first dimension. Returns ``(dx, dy)``, ``(num_src, *x_shape)`` and
+        ``(num_dst, *y_shape)``, ``None`` where not ``need_*``.
+        """
+        xs, ys = _padded(x_shape, y_shape)
+        index = self.index
+        sums = [(need_x, xs, x_shape, index.num_src, index.src, True),
+                (need_y, ys, y_shape, index.num_dst, index.dst, False)]
+        if kernels == "torch":
+            return tuple(
+                grad.new_zeros((rows,) + padded).index_add_(0, ends.long(),
+                                                            _unbroadcast(grad, padded))
+                .reshape((rows,) + tuple(shape)) if need else None
+                for need, padded, shape, rows, ends, _ in sums)
+        from dgl.backend import gspmm
+        return tuple(
+            _unbroadcast(gspmm(self._reversed_graph() if at_src else self.get("dgl")._graph,
+                               "copy_rhs", "sum", None, grad), padded)
+            .reshape((rows,) + tuple(shape)) if need else None
+            for need, padded, shape, rows, _, at_src in sums)
 
     def _reversed_graph(self):
         """DGL's graph index of the ``"dgl"`` block, reversed; built once, after the rows by
@@ -123,18 +157,16 @@ class BlockCache:
         return self._reversed
 
 
-def _padded(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``x`` and ``w`` viewed with as many dimensions each, size-1 dimensions inserted after
-    the first, as DGL's ``gspmm`` pads its operands."""
-    dims = max(x.dim(), w.dim())
-
-    def pad(t):
-        return t.reshape((t.shape[0],) + (1,) * (dims - t.dim()) + tuple(t.shape[1:]))
-    return pad(x), pad(w)
+def _padded(*shapes) -> list[tuple]:
+    """The shapes (each without its first dimension) of two operands, size-1 dimensions
+    put in front of the shorter, as DGL's ``gspmm`` and ``gsddmm`` pad their operands."""
+    dims = max(len(s) for s in shapes)
+    return [(1,) * (dims - len(s)) + tuple(s) for s in shapes]
 
 
-def _unbroadcast(grad: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """``grad`` summed over the dimensions (after the first) where ``shape`` has size 1 and
-    ``grad`` does not: the gradient of an input that was broadcast to ``grad``'s shape."""
-    dims = tuple(i for i in range(1, grad.dim()) if grad.shape[i] != shape[i])
+def _unbroadcast(grad: torch.Tensor, shape: tuple) -> torch.Tensor:
+    """``grad`` summed over the dimensions (after the first) where ``shape`` (without the
+    first dimension) has size 1 and ``grad`` does not: the gradient of an input that was
+    broadcast to ``grad``'s shape."""
+    dims = tuple(i for i in range(1, grad.dim()) if grad.shape[i] != shape[i - 1])
     return grad.sum(dim=dims, keepdim=True) if dims else grad

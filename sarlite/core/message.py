@@ -81,6 +81,12 @@ def is_copy_src(func) -> bool:
     return isinstance(func, CopyMessageFunction) and func.target == SRC
 
 
+def is_src_plus_dst(func) -> bool:
+    """True for ``u_add_v`` (GATConv's attention logits): both its gradients are sums of
+    the edge gradient, so they need the inputs' shapes only, not their values."""
+    return isinstance(func, BinaryMessageFunction) and func.name == "u_add_v"
+
+
 def is_src_times_edge(func) -> bool:
     """True for ``u_mul_e`` (GATConv's and weighted GraphConv's message): with ``sum`` its
     gradients are a transposed aggregation and a per-edge product, read off the output

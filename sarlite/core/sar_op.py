@@ -13,10 +13,13 @@ computation under autograd, back-propagate the slice of the output gradient, and
 source-row gradients back to their owners, who add them up. ``copy_u`` with ``sum``/``mean``
 needs no refetch: the source gradient is the transposed aggregation of the output gradient,
 and the sources' values are not kept for it (only their shapes), so a temporary input such
-as GraphConv's normalized features is freed after the forward, as in DGL. ``u_mul_e``
-with ``sum``/``mean`` on DGL's kernels (GATConv) refetches the rows but recomputes no
-aggregate: its two gradients are read off the output gradient (:meth:`GraphShard.product_back
-<sarlite.core.shards.GraphShard.product_back>`).
+as GraphConv's normalized features is freed after the forward, as in DGL.
+``apply_edges(u_add_v)`` (GATConv's logits) likewise needs only shapes: both its
+gradients are sums of the edge gradient (:meth:`GraphShard.add_back
+<sarlite.core.shards.GraphShard.add_back>`), so nothing is refetched; and ``u_mul_e`` with
+``sum``/``mean`` (GATConv's aggregation) on DGL's kernels refetches the rows but recomputes
+no aggregate: its two gradients are read off the output gradient
+(:meth:`GraphShard.product_back <sarlite.core.shards.GraphShard.product_back>`).
 Mode ``sa`` keeps the forward's autograd graph instead and only sends gradients back.
 The backward is not itself differentiable: double backward is refused.
 
@@ -42,7 +45,7 @@ import dgl.function as fn
 import torch
 
 from .capture import Captures
-from .message import is_copy_src, is_src_times_edge
+from .message import is_copy_src, is_src_plus_dst, is_src_times_edge
 from .options import EngineOptions, step_rows
 from .shards import GraphShard, RingPlan, Step
 from .step_buffers import Rotation
@@ -130,6 +133,22 @@ class OpContext:
         captured tensors): it reads the sources' shapes, not their values."""
         return (not self.keep_graph and _copies_and_sums(self.message)
                 and not self.message.dst and not self.message.edge and not self.captured)
+
+    @property
+    def adds(self) -> bool:
+        """Whether the backward is ``apply_edges(u_add_v)``'s (``sar`` mode): the edge
+        gradient summed at the sources and at the destinations (:meth:`GraphShard.add_back
+        <sarlite.core.shards.GraphShard.add_back>`). It reads the inputs' shapes, not
+        their values, so nothing is refetched."""
+        return (not self.keep_graph and not self.captured
+                and self.message.reducer is None and not self.message.edge
+                and is_src_plus_dst(self.message.func))
+
+    @property
+    def shapes_only(self) -> bool:
+        """Whether the backward reads the inputs' shapes only (:attr:`transposes`,
+        :attr:`adds`): their values are not kept, and no rows are refetched."""
+        return self.transposes or self.adds
 
     @property
     def multiplies(self) -> bool:
@@ -445,10 +464,10 @@ class SequentialAggregation(torch.autograd.Function):
         ctx.winner = result.winner
         ctx.kept = result.kept
         saved = inputs[:len(inputs) - len(op.captured)]
-        # a transposing backward reads only the sources' shapes: keeping their values
-        # would hold a temporary input (GraphConv's normalized features) until backward
-        ctx.stand_ins = tuple(_StandIn.of(t) for t in saved) if op.transposes else None
-        ctx.save_for_backward(*(() if op.transposes else saved))
+        # a backward that reads only the inputs' shapes: keeping their values would hold
+        # a temporary input (GraphConv's normalized features, GATConv's logits) until it
+        ctx.stand_ins = tuple(_StandIn.of(t) for t in saved) if op.shapes_only else None
+        ctx.save_for_backward(*(() if op.shapes_only else saved))
         outputs = tuple(o.detach() for o in result.outputs)
         return outputs[0] if len(outputs) == 1 else outputs
 
@@ -475,8 +494,8 @@ class SequentialAggregation(torch.autograd.Function):
 
 @dataclass(frozen=True)
 class _StandIn:
-    """What a transposing backward (:attr:`OpContext.transposes`) needs of a source
-    tensor: its shape, dtype, device and whether it wants a gradient."""
+    """What a backward that reads shapes only (:attr:`OpContext.shapes_only`) needs of an
+    input tensor: its shape, dtype, device and whether it wants a gradient."""
 
     shape: torch.Size
     dtype: torch.dtype
@@ -559,19 +578,28 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
                              edge_vals, sender):
     """``sar`` mode: refetch and recompute step by step."""
     graph, message = op.graph, op.message
-    dst_grads = [torch.zeros_like(t) if t.requires_grad else None for t in dst_vals]
-    edge_grads = [torch.zeros_like(t) if t.requires_grad else None for t in edge_vals]
+    dst_grads = [_zeros(t) if t.requires_grad else None for t in dst_vals]
+    edge_grads = [_zeros(t) if t.requires_grad else None for t in edge_vals]
     captured_grads = [None] * len(op.captured)
     reducer = message.reducer
     grad_agg = None
     if reducer is not None:
         grad_agg = grad_outputs[0] / _degree_view(graph, grad_outputs[0]) \
             if reducer == "mean" else grad_outputs[0]
-    steps = ((step, graph.piece(step), None) for step in graph.steps) if op.transposes \
+    steps = ((step, graph.piece(step), None) for step in graph.steps) if op.shapes_only \
         else graph.fetched(src_vals, FETCH_KIND)
     for step, piece, fetched in steps:
         if op.transposes:
             fetched_grads = [_transposed_sum(piece, graph.kernels, grad_agg)]
+        elif op.adds:
+            (grad_e,) = _edge_slices(grad_outputs[:1], piece)
+            (src,), (dst,) = src_vals, dst_vals
+            grad_src, grad_dst = piece.add_back(graph.kernels, grad_e, tuple(src.shape[1:]),
+                                                tuple(dst.shape[1:]), src.requires_grad,
+                                                dst.requires_grad)
+            _add_dst_grads(dst_grads, piece, [grad_dst])
+            fetched_grads = [grad_src]
+            del grad_e, grad_dst
         elif _idle(step, piece):
             fetched_grads = [torch.zeros_like(t) for t in fetched]
         elif op.multiplies:

@@ -98,6 +98,13 @@ class GraphShard:
         the piece's edge values ``w`` (``BlockCache.product_back``)."""
         return self._blocks.product_back(grad, x, w, need_x, need_w)
 
+    def add_back(self, kernels: str, grad: torch.Tensor, x_shape: tuple, y_shape: tuple,
+                 need_x: bool, need_y: bool):
+        """``u_add_v``'s gradients ``(dx, dy)`` on this piece, on ``kernels``: the piece's
+        edge gradient ``grad`` summed at each edge's source row and at its destination
+        (``BlockCache.add_back``); ``x_shape``/``y_shape``: the inputs' row shapes."""
+        return self._blocks.add_back(kernels, grad, x_shape, y_shape, need_x, need_y)
+
     def add_copied(self, out: torch.Tensor, rows: torch.Tensor) -> bool:
         """``out[d] += rows[s]`` for every edge ``s -> d`` of this piece, in place, where
         ``out`` ``(num_dst of the shard, *F)`` is indexed by the shard's destinations (a
