@@ -80,6 +80,16 @@ def test_sar_copy_and_sum_frees_a_temporary_source_before_backward(one_part, red
     torch.testing.assert_close(x.grad, x_ref.grad, **TOL)
 
 
+def _shards_recomputed_in_backward(out: torch.Tensor, monkeypatch) -> int:
+    """Back-propagate ``out.pow(2).sum()``; how many shard computations that ran."""
+    calls = []
+    real = sarlite.core.sar_op._shard_compute
+    monkeypatch.setattr(sarlite.core.sar_op, "_shard_compute",
+                        lambda *args: calls.append(1) or real(*args))
+    out.pow(2).sum().backward()
+    return len(calls)
+
+
 def _times_edge_and_reduce(g, h, w, reducer: str) -> torch.Tensor:
     with g.local_scope():
         g.srcdata["h"] = h
@@ -102,12 +112,7 @@ def test_sar_product_and_sum_backward_recomputes_no_aggregate(one_part, monkeypa
     x.requires_grad_(wanted != "edge")
     w.requires_grad_(wanted != "source")
     out = _times_edge_and_reduce(g, x, w, reducer)
-    recomputed = []
-    real = sarlite.core.sar_op._shard_compute
-    monkeypatch.setattr(sarlite.core.sar_op, "_shard_compute",
-                        lambda *args: recomputed.append(1) or real(*args))
-    out.pow(2).sum().backward()
-    assert not recomputed
+    assert _shards_recomputed_in_backward(out, monkeypatch) == 0
     ref_g = sarlite.construct_full_graph(data, mode="one-shot")
     x_ref = x.detach().clone().requires_grad_(x.requires_grad)
     w_ref = w.detach().clone().requires_grad_(w.requires_grad)
@@ -144,12 +149,7 @@ def test_sar_src_plus_dst_keeps_only_its_inputs_shapes(one_part, monkeypatch, x_
     out = _src_plus_dst(g, temporary, y)
     del temporary
     assert alive() is None
-    recomputed = []
-    real = sarlite.core.sar_op._shard_compute
-    monkeypatch.setattr(sarlite.core.sar_op, "_shard_compute",
-                        lambda *args: recomputed.append(1) or real(*args))
-    out.pow(2).sum().backward()
-    assert not recomputed
+    assert _shards_recomputed_in_backward(out, monkeypatch) == 0
     x_ref = x.detach().clone().requires_grad_()
     y_ref = y.detach().clone().requires_grad_()
     ref = _src_plus_dst(sarlite.construct_full_graph(data, mode="one-shot"), x_ref * 2.0,
