@@ -98,15 +98,17 @@ def _times_edge_and_reduce(g, h, w, reducer: str) -> torch.Tensor:
         return g.dstdata["out"]
 
 
+@pytest.mark.parametrize("kernels", ["dgl", "torch"])
 @pytest.mark.parametrize("reducer", ["sum", "mean"])
 @pytest.mark.parametrize("x_shape, w_shape", [((4,), ()), ((2, 2), (2, 1)), ((2, 2), (1,))])
 @pytest.mark.parametrize("wanted", ["both", "source", "edge"])
 def test_sar_product_and_sum_backward_recomputes_no_aggregate(one_part, monkeypatch, reducer,
-                                                               x_shape, w_shape, wanted):
+                                                               x_shape, w_shape, wanted,
+                                                               kernels):
     # GATConv's u_mul_e + sum: its gradients come from the output gradient, the refetched
-    # rows and the edge values (DGL's own backward kernels), not from running it again
+    # rows and the edge values (the kernels' own backward), not from running it again
     _, data = one_part
-    g = sarlite.construct_full_graph(data, mode="sar")
+    g = sarlite.construct_full_graph(data, mode="sar", kernels=kernels)
     x = data.node_features["feat"].reshape((-1,) + x_shape).clone()
     w = torch.rand((g.num_edges(),) + w_shape, generator=torch.Generator().manual_seed(0))
     x.requires_grad_(wanted != "edge")

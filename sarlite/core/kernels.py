@@ -293,7 +293,19 @@ def fused_sum(adjacency: Adjacency, op: str, lhs: torch.Tensor | None,
     if op == "copy_lhs":
         ones = lhs.new_ones(adjacency.col.shape[0])
         return _SumProduct.apply(lhs, ones, adjacency, False)
-    if op != "mul" or rhs is None or rhs.dtype != lhs.dtype:
+    form = _weights_form(lhs, rhs) if op == "mul" else None
+    if form is None:
+        return None
+    per_head, weights = form
+    return _SumProduct.apply(lhs, weights, adjacency, per_head)
+
+
+def _weights_form(lhs: torch.Tensor, rhs: torch.Tensor | None):
+    """``(per_head, weights)`` for ``mul`` of source rows ``lhs`` by per-edge ``rhs`` as
+    :class:`_SumProduct` takes them (one scalar per edge, ``(E,)``, or per edge and head,
+    ``(E, *H, 1)``), or ``None`` when the product has another form."""
+    if lhs is None or lhs.dtype not in FUSED_DTYPES or lhs.dim() < 2 or rhs is None \
+            or rhs.dtype != lhs.dtype:
         return None
     rhs = _aligned(lhs, rhs)[1]
     heads = lhs.shape[1:-1]
@@ -301,9 +313,30 @@ def fused_sum(adjacency: Adjacency, op: str, lhs: torch.Tensor | None,
             w not in (1, x) for w, x in zip(rhs.shape[1:-1], heads)):
         return None
     if all(w == 1 for w in rhs.shape[1:]):                 # one scalar per edge
-        return _SumProduct.apply(lhs, rhs.reshape(-1), adjacency, False)
-    return _SumProduct.apply(lhs, rhs.expand((rhs.shape[0],) + tuple(heads) + (1,)),
-                             adjacency, True)
+        return False, rhs.reshape(-1)
+    return True, rhs.expand((rhs.shape[0],) + tuple(heads) + (1,))
+
+
+def product_grads(adjacency: Adjacency, grad: torch.Tensor, x: torch.Tensor,
+                  w: torch.Tensor, need_x: bool, need_w: bool):
+    """The gradients ``(dx, dw)`` of ``spmm(..., "mul", "sum", x, w)`` run as a sparse
+    product (:func:`fused_sum`), against the output gradient ``grad``, as its backward
+    computes them (the transposed product; per-edge dot products, summed back to ``w``'s
+    shape), without the forward; ``None`` when the call is not such a product (or where
+    not ``need_*``). Not differentiable."""
+    form = _weights_form(x, w)
+    if form is None:
+        return None
+    per_head, weights = form
+    grad = grad.contiguous()
+    dx = _product(adjacency, grad, weights, per_head, transposed=True) if need_x else None
+    dw = None
+    if need_w:
+        dots = _edge_dots(adjacency, grad, x, per_head).reshape(weights.shape)
+        if per_head:                  # the weights were expanded over some heads
+            dots = dots.sum_to_size(_aligned(x, w)[1].shape)
+        dw = dots.reshape(w.shape)
+    return dx, dw
 
 
 def copy_sum_back(adjacency: Adjacency, grad: torch.Tensor) -> torch.Tensor:

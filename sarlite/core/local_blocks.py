@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from .kernels import EdgeIndex, copy_sum_back
+from .kernels import EdgeIndex, copy_sum_back, product_grads
 from .torch_block import TorchBlock
 
 
@@ -83,23 +83,27 @@ class BlockCache:
         from dgl.backend import gspmm
         return gspmm(self._reversed_graph(), "copy_lhs", "sum", grad, None)
 
-    def product_back(self, grad: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
-                     need_x: bool, need_w: bool):
-        r"""The gradients of ``u_mul_e`` + ``sum`` on the ``"dgl"`` block, from the output
-        gradient alone: no aggregate is recomputed.
+    def product_back(self, kernels: str, grad: torch.Tensor, x: torch.Tensor,
+                     w: torch.Tensor, need_x: bool, need_w: bool):
+        r"""The gradients of ``u_mul_e`` + ``sum`` from the output gradient alone: no
+        aggregate is recomputed. For :math:`out_d = \sum_{e: s \to d} x_s \odot w_e`
+        (broadcast as DGL's ``gspmm`` broadcasts, after padding both to as many
+        dimensions), :math:`\partial x_s = \sum_{e: s \to d} grad_d \odot w_e` and
+        :math:`\partial w_e = grad_d \odot x_s` (a dot product over the last dimension when
+        ``w`` has one value there), each summed over the dimensions its input was
+        broadcast along.
 
-        For :math:`out_d = \sum_{e: s \to d} x_s \odot w_e` (broadcast as DGL's
-        ``gspmm`` broadcasts, after padding both to as many dimensions),
-        :math:`\partial x_s = \sum_{e: s \to d} grad_d \odot w_e` (the product on the
-        reversed graph, which shares the forward graph's formats) and
-        :math:`\partial w_e = grad_d \odot x_s` (a per-edge product, or a dot product over
-        the last dimension when ``w`` has one value there), each summed over the
-        dimensions its input was broadcast along: the kernels DGL's own backward of the
-        call runs.
+        On ``kernels`` ``"dgl"`` these are the kernels DGL's own backward of the call runs
+        (the product on the reversed graph, which shares the forward graph's formats; a
+        per-edge product or dot). On ``"torch"``, where the forward ran as a sparse
+        product, that product's backward (:func:`~sarlite.core.kernels.product_grads`);
+        ``None`` for a call the torch kernels run in another form.
 
         ``grad`` ``(num_dst, *out)``, ``x`` ``(num_src, *X)``, ``w`` ``(num_edges, *W)``;
         returns ``(dx, dw)`` shaped like ``x`` and ``w``, ``None`` where not ``need_*``.
         """
+        if kernels == "torch":
+            return product_grads(self.get("torch").adjacency, grad, x, w, need_x, need_w)
         from dgl.backend import gsddmm, gspmm
         xs, ws = _padded(x.shape[1:], w.shape[1:])
         x2 = x.reshape((x.shape[0],) + xs)

@@ -17,8 +17,9 @@ as GraphConv's normalized features is freed after the forward, as in DGL.
 ``apply_edges(u_add_v)`` (GATConv's logits) likewise needs only shapes: both its
 gradients are sums of the edge gradient (:meth:`GraphShard.add_back
 <sarlite.core.shards.GraphShard.add_back>`), so nothing is refetched; and ``u_mul_e`` with
-``sum``/``mean`` (GATConv's aggregation) on DGL's kernels refetches the rows but recomputes
-no aggregate: its two gradients are read off the output gradient
+``sum``/``mean`` (GATConv's aggregation) refetches the rows but recomputes no aggregate
+(on the torch kernels, where it runs as a sparse product): its two gradients are read
+off the output gradient
 (:meth:`GraphShard.product_back <sarlite.core.shards.GraphShard.product_back>`).
 Mode ``sa`` keeps the forward's autograd graph instead and only sends gradients back.
 The backward is not itself differentiable: double backward is refused.
@@ -153,10 +154,11 @@ class OpContext:
     @property
     def multiplies(self) -> bool:
         """Whether the backward takes ``u_mul_e`` + ``sum``/``mean``'s gradients straight
-        from the output gradient (``sar`` mode, DGL's kernels, no destination data): it
-        refetches the source rows and reads the edge values, but recomputes no aggregate
-        (:meth:`GraphShard.product_back <sarlite.core.shards.GraphShard.product_back>`)."""
-        return (not self.keep_graph and self.graph.kernels == "dgl" and not self.captured
+        from the output gradient (``sar`` mode, no destination data): it refetches the
+        source rows and reads the edge values, but recomputes no aggregate
+        (:meth:`GraphShard.product_back <sarlite.core.shards.GraphShard.product_back>`;
+        on the torch kernels where the call runs as a sparse product)."""
+        return (not self.keep_graph and not self.captured
                 and self.message.reducer in ("sum", "mean") and not self.message.dst
                 and is_src_times_edge(self.message.func))
 
@@ -602,14 +604,11 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
             del grad_e, grad_dst
         elif _idle(step, piece):
             fetched_grads = [torch.zeros_like(t) for t in fetched]
-        elif op.multiplies:
-            (weights,) = _edge_slices(edge_vals, piece)
-            grad_x, grad_w = piece.product_back(
-                _shard_grad(reducer, grad_agg, winner, step.index, piece), fetched[0],
-                weights, src_vals[0].requires_grad, edge_vals[0].requires_grad)
-            _add_edge_grads(edge_grads, piece, [grad_w])
-            fetched_grads = [_or_zeros(grad_x, fetched[0])]
-            del weights, grad_x, grad_w
+        elif op.multiplies and (back := _multiplied_back(
+                graph, piece, fetched, src_vals, edge_vals, _shard_grad(
+                    reducer, grad_agg, winner, step.index, piece), edge_grads)) is not None:
+            fetched_grads = back
+            del back
         else:
             fetched = _leaves_like(fetched, src_vals)
             dst_leaves = _leaves_like(_dst_slices(dst_vals, piece), dst_vals)
@@ -637,6 +636,22 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
         sender.post(step, fetched_grads)
         del fetched_grads                  # the exchange holds the buffer until it is sent
     return dst_grads, edge_grads, captured_grads
+
+
+def _multiplied_back(graph: ShardSet, piece: GraphShard, fetched, src_vals, edge_vals,
+                     grad: torch.Tensor, edge_grads) -> list | None:
+    """``u_mul_e`` + ``sum``'s gradients on ``piece`` from its slice of the output gradient
+    ``grad``: the edge values' added into ``edge_grads``, the fetched rows' returned;
+    ``None`` (nothing done) where the piece's kernels take another form of the call (the
+    caller then recomputes the piece)."""
+    (weights,) = _edge_slices(edge_vals, piece)
+    back = piece.product_back(graph.kernels, grad, fetched[0], weights,
+                              src_vals[0].requires_grad, edge_vals[0].requires_grad)
+    if back is None:
+        return None
+    grad_x, grad_w = back
+    _add_edge_grads(edge_grads, piece, [grad_w])
+    return [_or_zeros(grad_x, fetched[0])]
 
 
 def _transposed_sum(piece: GraphShard, kernels: str, grad_agg: torch.Tensor

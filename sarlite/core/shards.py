@@ -91,12 +91,13 @@ class GraphShard:
         the forward block (``BlockCache.sum_back``): no second graph."""
         return self._blocks.sum_back(kernels, grad)
 
-    def product_back(self, grad: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
-                     need_x: bool, need_w: bool):
-        """``u_mul_e`` + ``sum``'s gradients ``(dx, dw)`` on this piece's DGL block, from the
-        output gradient ``grad`` ``(num_dst of the piece, ...)``, the source rows ``x`` and
-        the piece's edge values ``w`` (``BlockCache.product_back``)."""
-        return self._blocks.product_back(grad, x, w, need_x, need_w)
+    def product_back(self, kernels: str, grad: torch.Tensor, x: torch.Tensor,
+                     w: torch.Tensor, need_x: bool, need_w: bool):
+        """``u_mul_e`` + ``sum``'s gradients ``(dx, dw)`` on this piece, on ``kernels``, from
+        the output gradient ``grad`` ``(num_dst of the piece, ...)``, the source rows ``x``
+        and the piece's edge values ``w`` (``BlockCache.product_back``); ``None`` where
+        the torch kernels run the call in another form."""
+        return self._blocks.product_back(kernels, grad, x, w, need_x, need_w)
 
     def add_back(self, kernels: str, grad: torch.Tensor, x_shape: tuple, y_shape: tuple,
                  need_x: bool, need_y: bool):
