@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 BYTES_PER_VALUE = 4
-# models whose message passing is copy_u + sum/mean (no refetch in sar mode)
+# models whose layers aggregate with copy_u + sum/mean (projecting first when in > out)
 COPY_SRC_MODELS = ("sage", "gcn")
 
 
@@ -82,8 +82,7 @@ def halo_bytes(halo_nodes: list[int], exchanges: list[LayerExchange],
     """Bytes per epoch over all partitions; ``refetch`` (for every layer, or one flag per
     layer) adds sar's backward refetch."""
     flags = refetch if isinstance(refetch, list) else [refetch] * len(exchanges)
-    per_node = sum(e.width * (1 + e.needs_grad) + (e.refetched if again and e.needs_grad
-                                                    else 0)
+    per_node = sum(e.width * (1 + e.needs_grad) + e.refetched * (again and e.needs_grad)
                    for e, again in zip(exchanges, flags, strict=True))
     return sum(halo_nodes) * per_node * BYTES_PER_VALUE
 

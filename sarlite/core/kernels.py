@@ -122,14 +122,17 @@ def _on_edges(index: EdgeIndex, value: torch.Tensor, target: str) -> torch.Tenso
     return value.index_select(0, ids.long())
 
 
+def padded_shapes(*shapes) -> list[tuple]:
+    """Feature shapes (each without its first dimension), the shorter ones padded with
+    ones in front to as many dimensions: DGL's broadcasting rule for two operands."""
+    dims = max(len(s) for s in shapes)
+    return [(1,) * (dims - len(s)) + tuple(s) for s in shapes]
+
+
 def _aligned(lhs: torch.Tensor, rhs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pad the shorter feature shape with ones in front (DGL's broadcasting rule)."""
-    extra = lhs.dim() - rhs.dim()
-    if extra > 0:
-        rhs = rhs.reshape(rhs.shape[:1] + (1,) * extra + rhs.shape[1:])
-    elif extra < 0:
-        lhs = lhs.reshape(lhs.shape[:1] + (1,) * -extra + lhs.shape[1:])
-    return lhs, rhs
+    """``lhs`` and ``rhs`` viewed with their feature shapes padded (:func:`padded_shapes`)."""
+    lhs_shape, rhs_shape = padded_shapes(lhs.shape[1:], rhs.shape[1:])
+    return (lhs.reshape(lhs.shape[:1] + lhs_shape), rhs.reshape(rhs.shape[:1] + rhs_shape))
 
 
 def sddmm(index: EdgeIndex, op: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None,
@@ -293,14 +296,14 @@ def fused_sum(adjacency: Adjacency, op: str, lhs: torch.Tensor | None,
     if op == "copy_lhs":
         ones = lhs.new_ones(adjacency.col.shape[0])
         return _SumProduct.apply(lhs, ones, adjacency, False)
-    form = _weights_form(lhs, rhs) if op == "mul" else None
+    form = product_form(lhs, rhs) if op == "mul" else None
     if form is None:
         return None
     per_head, weights = form
     return _SumProduct.apply(lhs, weights, adjacency, per_head)
 
 
-def _weights_form(lhs: torch.Tensor, rhs: torch.Tensor | None):
+def product_form(lhs: torch.Tensor, rhs: torch.Tensor | None):
     """``(per_head, weights)`` for ``mul`` of source rows ``lhs`` by per-edge ``rhs`` as
     :class:`_SumProduct` takes them (one scalar per edge, ``(E,)``, or per edge and head,
     ``(E, *H, 1)``), or ``None`` when the product has another form."""
@@ -320,14 +323,11 @@ def _weights_form(lhs: torch.Tensor, rhs: torch.Tensor | None):
 def product_grads(adjacency: Adjacency, grad: torch.Tensor, x: torch.Tensor,
                   w: torch.Tensor, need_x: bool, need_w: bool):
     """The gradients ``(dx, dw)`` of ``spmm(..., "mul", "sum", x, w)`` run as a sparse
-    product (:func:`fused_sum`), against the output gradient ``grad``, as its backward
-    computes them (the transposed product; per-edge dot products, summed back to ``w``'s
-    shape), without the forward; ``None`` when the call is not such a product (or where
-    not ``need_*``). Not differentiable."""
-    form = _weights_form(x, w)
-    if form is None:
-        return None
-    per_head, weights = form
+    product (:func:`fused_sum`; :func:`product_form` must not be ``None``), against the
+    output gradient ``grad``, as its backward computes them (the transposed product;
+    per-edge dot products, summed back to ``w``'s shape), without the forward; ``None``
+    where not ``need_*``. Not differentiable."""
+    per_head, weights = product_form(x, w)
     grad = grad.contiguous()
     dx = _product(adjacency, grad, weights, per_head, transposed=True) if need_x else None
     dw = None

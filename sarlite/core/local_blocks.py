@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from .kernels import EdgeIndex, copy_sum_back, product_grads
+from .kernels import EdgeIndex, copy_sum_back, padded_shapes, product_form, product_grads
 from .torch_block import TorchBlock
 
 
@@ -95,9 +95,9 @@ class BlockCache:
 
         On ``kernels`` ``"dgl"`` these are the kernels DGL's own backward of the call runs
         (the product on the reversed graph, which shares the forward graph's formats; a
-        per-edge product or dot). On ``"torch"``, where the forward ran as a sparse
-        product, that product's backward (:func:`~sarlite.core.kernels.product_grads`);
-        ``None`` for a call the torch kernels run in another form.
+        per-edge product or dot). On ``"torch"`` the sparse product's own backward
+        (:func:`~sarlite.core.kernels.product_grads`), for a call that
+        :func:`takes_product_back` says the torch kernels ran as one.
 
         ``grad`` ``(num_dst, *out)``, ``x`` ``(num_src, *X)``, ``w`` ``(num_edges, *W)``;
         returns ``(dx, dw)`` shaped like ``x`` and ``w``, ``None`` where not ``need_*``.
@@ -105,16 +105,16 @@ class BlockCache:
         if kernels == "torch":
             return product_grads(self.get("torch").adjacency, grad, x, w, need_x, need_w)
         from dgl.backend import gsddmm, gspmm
-        xs, ws = _padded(x.shape[1:], w.shape[1:])
-        x2 = x.reshape((x.shape[0],) + xs)
+        xs, ws = padded_shapes(x.shape[1:], w.shape[1:])
+        x2 = x.reshape(x.shape[:1] + xs)
         dx = dw = None
         if need_x:
-            dx = _unbroadcast(gspmm(self._reversed_graph(), "mul", "sum", grad,
-                                    w.reshape((w.shape[0],) + ws)), xs).reshape(x.shape)
+            dx = gspmm(self._reversed_graph(), "mul", "sum", grad, w.reshape(w.shape[:1] + ws))
+            dx = dx.sum_to_size(x2.shape).reshape(x.shape)
         if need_w:
             dot = bool(xs) and xs[:-1] == ws[:-1] and ws[-1] == 1 and xs[-1] > 1
-            dw = _unbroadcast(gsddmm(self.get("dgl")._graph, "dot" if dot else "mul", x2,
-                                     grad), ws).reshape(w.shape)
+            dw = gsddmm(self.get("dgl")._graph, "dot" if dot else "mul", x2, grad)
+            dw = dw.sum_to_size(w.shape[:1] + ws).reshape(w.shape)
         return dx, dw
 
     def add_back(self, kernels: str, grad: torch.Tensor, x_shape: tuple, y_shape: tuple,
@@ -134,22 +134,24 @@ class BlockCache:
         after their first dimension. Returns ``(dx, dy)``, ``(num_src, *x_shape)`` and
         ``(num_dst, *y_shape)``, ``None`` where not ``need_*``.
         """
-        xs, ys = _padded(x_shape, y_shape)
         index = self.index
-        sums = [(need_x, xs, x_shape, index.num_src, index.src, True),
-                (need_y, ys, y_shape, index.num_dst, index.dst, False)]
-        if kernels == "torch":
-            return tuple(
-                grad.new_zeros((rows,) + padded).index_add_(0, ends.long(),
-                                                            _unbroadcast(grad, padded))
-                .reshape((rows,) + tuple(shape)) if need else None
-                for need, padded, shape, rows, ends, _ in sums)
-        from dgl.backend import gspmm
-        return tuple(
-            _unbroadcast(gspmm(self._reversed_graph() if at_src else self.get("dgl")._graph,
-                               "copy_rhs", "sum", None, grad), padded)
-            .reshape((rows,) + tuple(shape)) if need else None
-            for need, padded, shape, rows, _, at_src in sums)
+
+        def summed(at_src: bool, shape: tuple, padded: tuple) -> torch.Tensor:
+            rows = index.num_src if at_src else index.num_dst
+            if kernels == "torch":          # autograd's: unbroadcast, then add at the ends
+                ends = (index.src if at_src else index.dst).long()
+                out = grad.new_zeros((rows,) + padded).index_add_(
+                    0, ends, grad.sum_to_size(grad.shape[:1] + padded))
+            else:                           # DGL's: sum at the ends, then unbroadcast
+                from dgl.backend import gspmm
+                graph = self._reversed_graph() if at_src else self.get("dgl")._graph
+                out = gspmm(graph, "copy_rhs", "sum", None, grad).sum_to_size(
+                    (rows,) + padded)
+            return out.reshape((rows,) + tuple(shape))
+
+        xs, ys = padded_shapes(x_shape, y_shape)
+        return (summed(True, x_shape, xs) if need_x else None,
+                summed(False, y_shape, ys) if need_y else None)
 
     def _reversed_graph(self):
         """DGL's graph index of the ``"dgl"`` block, reversed; built once, after the rows by
@@ -161,16 +163,9 @@ class BlockCache:
         return self._reversed
 
 
-def _padded(*shapes) -> list[tuple]:
-    """The shapes (each without its first dimension) of two operands, size-1 dimensions
-    put in front of the shorter, as DGL's ``gspmm`` and ``gsddmm`` pad their operands."""
-    dims = max(len(s) for s in shapes)
-    return [(1,) * (dims - len(s)) + tuple(s) for s in shapes]
-
-
-def _unbroadcast(grad: torch.Tensor, shape: tuple) -> torch.Tensor:
-    """``grad`` summed over the dimensions (after the first) where ``shape`` (without the
-    first dimension) has size 1 and ``grad`` does not: the gradient of an input that was
-    broadcast to ``grad``'s shape."""
-    dims = tuple(i for i in range(1, grad.dim()) if grad.shape[i] != shape[i - 1])
-    return grad.sum(dim=dims, keepdim=True) if dims else grad
+def takes_product_back(kernels: str, x: torch.Tensor, w: torch.Tensor) -> bool:
+    """Whether :meth:`BlockCache.product_back` can differentiate ``u_mul_e`` + ``sum`` of
+    source rows like ``x`` by edge values like ``w`` on ``kernels``: always on DGL's; on
+    the torch kernels where they run the call as a sparse product
+    (:func:`~sarlite.core.kernels.product_form`), not where they materialize messages."""
+    return kernels != "torch" or product_form(x, w) is not None

@@ -46,6 +46,7 @@ import dgl.function as fn
 import torch
 
 from .capture import Captures
+from .local_blocks import takes_product_back
 from .message import is_copy_src, is_src_plus_dst, is_src_times_edge
 from .options import EngineOptions, step_rows
 from .shards import GraphShard, RingPlan, Step
@@ -156,8 +157,9 @@ class OpContext:
         """Whether the backward takes ``u_mul_e`` + ``sum``/``mean``'s gradients straight
         from the output gradient (``sar`` mode, no destination data): it refetches the
         source rows and reads the edge values, but recomputes no aggregate
-        (:meth:`GraphShard.product_back <sarlite.core.shards.GraphShard.product_back>`;
-        on the torch kernels where the call runs as a sparse product)."""
+        (:meth:`GraphShard.product_back <sarlite.core.shards.GraphShard.product_back>`),
+        where the kernels take it (:func:`~sarlite.core.local_blocks.takes_product_back`:
+        the torch kernels only where they ran the call as a sparse product)."""
         return (not self.keep_graph and not self.captured
                 and self.message.reducer in ("sum", "mean") and not self.message.dst
                 and is_src_times_edge(self.message.func))
@@ -588,6 +590,8 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
     if reducer is not None:
         grad_agg = grad_outputs[0] / _degree_view(graph, grad_outputs[0]) \
             if reducer == "mean" else grad_outputs[0]
+    multiplies = op.multiplies and takes_product_back(graph.kernels, src_vals[0],
+                                                      edge_vals[0])
     steps = ((step, graph.piece(step), None) for step in graph.steps) if op.shapes_only \
         else graph.fetched(src_vals, FETCH_KIND)
     for step, piece, fetched in steps:
@@ -604,11 +608,10 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
             del grad_e, grad_dst
         elif _idle(step, piece):
             fetched_grads = [torch.zeros_like(t) for t in fetched]
-        elif op.multiplies and (back := _multiplied_back(
-                graph, piece, fetched, src_vals, edge_vals, _shard_grad(
-                    reducer, grad_agg, winner, step.index, piece), edge_grads)) is not None:
-            fetched_grads = back
-            del back
+        elif multiplies:
+            fetched_grads = _multiplied_back(
+                graph, piece, fetched, src_vals, edge_vals,
+                _shard_grad(reducer, grad_agg, winner, step.index, piece), edge_grads)
         else:
             fetched = _leaves_like(fetched, src_vals)
             dst_leaves = _leaves_like(_dst_slices(dst_vals, piece), dst_vals)
@@ -639,17 +642,12 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
 
 
 def _multiplied_back(graph: ShardSet, piece: GraphShard, fetched, src_vals, edge_vals,
-                     grad: torch.Tensor, edge_grads) -> list | None:
+                     grad: torch.Tensor, edge_grads) -> list:
     """``u_mul_e`` + ``sum``'s gradients on ``piece`` from its slice of the output gradient
-    ``grad``: the edge values' added into ``edge_grads``, the fetched rows' returned;
-    ``None`` (nothing done) where the piece's kernels take another form of the call (the
-    caller then recomputes the piece)."""
+    ``grad``: the edge values' added into ``edge_grads``, the fetched rows' returned."""
     (weights,) = _edge_slices(edge_vals, piece)
-    back = piece.product_back(graph.kernels, grad, fetched[0], weights,
-                              src_vals[0].requires_grad, edge_vals[0].requires_grad)
-    if back is None:
-        return None
-    grad_x, grad_w = back
+    grad_x, grad_w = piece.product_back(graph.kernels, grad, fetched[0], weights,
+                                        src_vals[0].requires_grad, edge_vals[0].requires_grad)
     _add_edge_grads(edge_grads, piece, [grad_w])
     return [_or_zeros(grad_x, fetched[0])]
 

@@ -95,8 +95,7 @@ class GraphShard:
                      w: torch.Tensor, need_x: bool, need_w: bool):
         """``u_mul_e`` + ``sum``'s gradients ``(dx, dw)`` on this piece, on ``kernels``, from
         the output gradient ``grad`` ``(num_dst of the piece, ...)``, the source rows ``x``
-        and the piece's edge values ``w`` (``BlockCache.product_back``); ``None`` where
-        the torch kernels run the call in another form."""
+        and the piece's edge values ``w`` (``BlockCache.product_back``)."""
         return self._blocks.product_back(kernels, grad, x, w, need_x, need_w)
 
     def add_back(self, kernels: str, grad: torch.Tensor, x_shape: tuple, y_shape: tuple,
