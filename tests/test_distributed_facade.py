@@ -1,7 +1,9 @@
 """sarlite.distributed and sarlite.dgl: DGL's names, the refusals, both set-up orders, and
 a DGL example script that changed one import line."""
+import atexit
 import sys
 from pathlib import Path
+from unittest import mock
 
 import dgl
 import dgl.dataloading
@@ -15,6 +17,7 @@ import sarlite.dgl as sdgl
 import sarlite.distributed as sd
 from conftest import random_graph
 from harness import spawn
+from sarlite.comm import context
 from sarlite.sampling import split
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "from-dgl.md"
@@ -143,12 +146,14 @@ def _script_makes_the_group(rank, world, config):
     before = tdist.is_initialized()
     tdist.init_process_group(backend="gloo")
     group = tdist.group.WORLD
-    g = sd.DistGraph("g", part_config=config)
+    with mock.patch.object(atexit, "register", wraps=atexit.register) as hooks:
+        g = sd.DistGraph("g", part_config=config)
     nids = sd.node_split(g.ndata["train_mask"], g.get_partition_book(), force_even=True)
     return {"initialize": initialized, "before": before, "kept": tdist.group.WORLD is group,
             "feats": _feats(g), "nids": nids,
             "expected": split.node_split(g.ndata["train_mask"][torch.arange(60)],
-                                         g.get_partition_book(), rank=rank)}
+                                         g.get_partition_book(), rank=rank),
+            "settled": any(call.args == (context.settle,) for call in hooks.call_args_list)}
 
 
 def _facade_makes_the_group(rank, world, config):
@@ -205,6 +210,11 @@ def test_a_group_the_facade_joins_keeps_freed_memory_for_mini_batches(facade_ord
 
 def test_the_script_s_own_process_group_is_kept(script_order):
     assert all(out["kept"] for out in script_order)
+
+
+def test_the_script_s_own_gloo_group_is_settled_at_exit_as_sarlite_s(script_order):
+    # a gloo thread may free the last collective's work while Python finalizes: abort
+    assert all(out["settled"] for out in script_order)
 
 
 def test_node_split_after_the_script_s_group_uses_the_process_rank(script_order):

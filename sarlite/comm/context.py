@@ -46,7 +46,8 @@ def init(backend: str | None = None, timeout: timedelta | float | None = None,
     to 29500); see :func:`sarlite.runtime.launchenv.read_launch_env`. The backend defaults to
     ``nccl`` when ``device`` is CUDA and to ``gloo`` otherwise. When ``MASTER_ADDR`` is not
     this host and ``GLOO_SOCKET_IFNAME`` is not set, gloo is told the interface that routes
-    to it (and the choice is logged). If a process group already exists it is reused.
+    to it (and the choice is logged). If a process group already exists (the script made
+    it) it is reused, and only the exit hook below is added for it.
 
     Every rank must call it. It blocks until all ranks have joined or ``timeout`` (default
     ``SARLITE_TIMEOUT`` seconds, 600) passes; the same timeout then bounds every collective,
@@ -95,6 +96,7 @@ def init(backend: str | None = None, timeout: timedelta | float | None = None,
         The ranks did not all join within ``timeout``.
     """
     if dist.is_initialized():
+        _settle_at_exit()
         return dist.get_rank(), dist.get_world_size()
     env = read_launch_env(os.environ)
     chosen = _chosen(read_settings(os.environ), timeout, heartbeat_timeout, mmap_threshold)
@@ -107,8 +109,7 @@ def init(backend: str | None = None, timeout: timedelta | float | None = None,
     elif env.world_size > 1 and "GLOO_SOCKET_IFNAME" not in os.environ:
         _use_route_to(env.master_addr)
     _join(backend, env, chosen.timeout)
-    atexit.unregister(settle)            # once per process, also after several inits
-    atexit.register(settle)
+    _settle_at_exit()
     global _settings
     _settings = chosen
     key = _establish_key()             # each init agrees anew, as its group is new
@@ -184,6 +185,12 @@ def _agree_on_key(key: bytes | None) -> bytes:
             f"one: {given}; of {len(proofs)}): set the same value on every host, or set it "
             f"on none and rank 0 makes one")
     return key
+
+
+def _settle_at_exit() -> None:
+    """Run :func:`settle` when the process exits (once, however many inits)."""
+    atexit.unregister(settle)
+    atexit.register(settle)
 
 
 def settle() -> None:

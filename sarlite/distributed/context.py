@@ -92,7 +92,8 @@ def initialize(ip_config: str | None = None, max_queue_size: int = MAX_QUEUE_SIZ
 def ensure_process_group() -> tuple[int, int]:
     """Join the process group unless one exists; ``(rank, world_size)``.
 
-    Reuses a group the script (or :func:`sarlite.init`) made; otherwise, under a launcher,
+    Reuses a group the script (or :func:`sarlite.init`) made, with the exit hook
+    :func:`sarlite.init` adds (:func:`sarlite.comm.context.settle`); otherwise, under a launcher,
     calls :func:`sarlite.init` with the options given to :func:`initialize` (a collective:
     every rank gets here, through the same facade call) and the allocator setting for
     mini-batch training, ``mmap_threshold="retain"`` (``SARLITE_MMAP_THRESHOLD``
@@ -107,7 +108,7 @@ def ensure_process_group() -> tuple[int, int]:
     """
     check_script_imports()
     if dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
+        return init()        # the script's group, settled at exit as sarlite's own
     if not launcher_present(os.environ):
         return 0, 1
     # DGL's distributed scripts train on samples: keep freed batch buffers for the next
