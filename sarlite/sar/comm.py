@@ -130,7 +130,7 @@ def initialize_comms(_rank: int, _world_size: int, master_ip_address: str, backe
         _comm_device = torch.device("cuda" if backend == "nccl" else "cpu")
     if not dist.is_initialized():
         _describe_job(_rank, _world_size, master_ip_address, master_port_number, backend)
-        _comm.init(backend=backend, device=_comm_device)
+    _comm.init(backend=backend, device=_comm_device)      # a group the script made: kept
     if (dist.get_rank(), dist.get_world_size()) != (_rank, _world_size):
         raise ValueError(f"initialize_comms({_rank}, {_world_size}, ...) but this process is "
                          f"rank {dist.get_rank()} of {dist.get_world_size()}")
