@@ -106,6 +106,34 @@ def test_reused_steps_receive_into_depth_plus_one_buffers_and_fetch_the_same_row
         assert len(set(reused[1])) == depth + 1
 
 
+def _sent_back(rank, world, config, state, depth):
+    """Storage addresses of the gradients every remote step of a SAGE-mean backward, in
+    steps of two rows, sends back to their owner."""
+    from unittest import mock
+
+    from sarlite.core.shards import RingPlan
+    sent, original = [], RingPlan.return_grad
+
+    def spy(plan, grad_rows, step, *args, **kwargs):
+        if step.round_ > 0:
+            sent.append(grad_rows.untyped_storage().data_ptr())
+        return original(plan, grad_rows, step, *args, **kwargs)
+
+    with mock.patch.object(RingPlan, "return_grad", spy):
+        _sage_mean_pass(sarlite.load_partition_data(config), state, 2, depth)
+    return sent
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2])
+def test_gradients_sent_back_in_steps_rotate_through_depth_plus_one_buffers(tmp_path, depth):
+    g = random_graph(num_nodes=40, num_edges=200)
+    sarlite.partition_graph(g, "g", 2, tmp_path, part_method="random")
+    state = dglnn.SAGEConv(4, 3, "mean").state_dict()
+    for sent in spawn(_sent_back, 2, str(tmp_path / "g.json"), state, depth, timeout=120):
+        assert len(sent) > depth + 2                         # many remote steps
+        assert sent[depth + 1:] == sent[:-(depth + 1)] and len(set(sent)) == depth + 1
+
+
 def _shard(num_rows=7, num_dst=5, num_edges=30, seed=0) -> GraphShard:
     gen = torch.Generator().manual_seed(seed)
     src = torch.randint(0, num_rows, (num_edges,), generator=gen)

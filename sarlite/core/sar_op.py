@@ -517,7 +517,9 @@ class _GradReturn:
     completes before the next step is computed; otherwise one stays in flight.
 
     What comes back is added up before the next step is posted, so it arrives in one
-    reused buffer per field (``received``)."""
+    reused buffer per field (``received``). The gradients a chunk sums along its edges
+    are written into ``depth + 1`` reused buffers per field (:meth:`outgoing`): a step's
+    exchange is complete (flushed) before its buffer comes round again."""
 
     def __init__(self, graph: ShardSet, src_vals):
         # src_vals: the source tensors, or their stand-ins (shapes only, see _StandIn)
@@ -528,6 +530,12 @@ class _GradReturn:
         self.pending = []
         capacity = self.plan.largest_step(graph.steps)
         self.received = [Rotation(1, capacity) for _ in src_vals]
+        self.sent = [Rotation(self.options.pipeline_depth + 1, capacity) for _ in src_vals]
+
+    def outgoing(self, field: int, rows: int, like) -> torch.Tensor:
+        """An uninitialised ``(rows, *like.shape[1:])`` buffer, in ``like``'s dtype and
+        on its device, for the gradients of field ``field`` that the next step sends."""
+        return self.sent[field].take(rows, like.shape[1:], like.dtype, like.device)
 
     def post(self, step: Step, fetched_grads):
         """Send the gradients of the rows fetched in ``step``; apply the previous step's."""
@@ -596,7 +604,8 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
         else graph.fetched(src_vals, FETCH_KIND)
     for step, piece, fetched in steps:
         if op.transposes:
-            fetched_grads = [_transposed_sum(piece, graph.kernels, grad_agg)]
+            reuse = (lambda rows: sender.outgoing(0, rows, grad_agg)) if step.round_ else None
+            fetched_grads = [_transposed_sum(piece, graph.kernels, grad_agg, reuse)]
         elif op.adds:
             (grad_e,) = _edge_slices(grad_outputs[:1], piece)
             (src,), (dst,) = src_vals, dst_vals
@@ -652,13 +661,13 @@ def _multiplied_back(graph: ShardSet, piece: GraphShard, fetched, src_vals, edge
     return [_or_zeros(grad_x, fetched[0])]
 
 
-def _transposed_sum(piece: GraphShard, kernels: str, grad_agg: torch.Tensor
-                    ) -> torch.Tensor:
+def _transposed_sum(piece: GraphShard, kernels: str, grad_agg: torch.Tensor,
+                    buffer) -> torch.Tensor:
     """``copy_u`` + ``sum``'s source gradient: the output gradient summed back along the
-    piece's edges, at its source rows."""
+    piece's edges, at its source rows (for a chunk, into ``buffer(rows)`` if given)."""
     if piece.dst_index is None:
         return piece.sum_back(kernels, grad_agg)
-    grad = piece.copied_back(grad_agg)        # a chunk: along its edges, no gathered rows
+    grad = piece.copied_back(grad_agg, buffer)   # a chunk: along its edges, no gathered rows
     return grad if grad is not None else piece.sum_back(
         kernels, grad_agg.index_select(0, piece.dst_index))
 

@@ -117,10 +117,12 @@ class GraphShard:
         return self._along_edges() and add_copied(out, self._shard_dst(), self.index.src,
                                                   rows)
 
-    def copied_back(self, grad: torch.Tensor) -> torch.Tensor | None:
+    def copied_back(self, grad: torch.Tensor, buffer=None) -> torch.Tensor | None:
         """``(num_src, *F)``: ``grad`` ``(num_dst of the shard, *F)`` summed back along
         this piece's edges to its sources (the source gradient of :meth:`add_copied`);
-        ``None`` for dtypes :meth:`add_copied` does not take.
+        ``None`` for dtypes :meth:`add_copied` does not take. ``buffer(rows)``, if
+        given, returns the ``(rows, *F)`` tensor of ``grad``'s dtype to write it into
+        (a reused one; its contents are overwritten), else a new one is made.
 
         Also for a piece with many edges per destination, where :meth:`add_copied`
         declines: here each edge adds into one of the piece's source rows (a step's
@@ -130,7 +132,9 @@ class GraphShard:
         backward pass, and no faster)."""
         if grad.dtype not in FUSED_DTYPES:
             return None
-        out = grad.new_zeros((self.index.num_src,) + tuple(grad.shape[1:]))
+        rows = self.index.num_src
+        out = grad.new_zeros((rows,) + tuple(grad.shape[1:])) if buffer is None \
+            else buffer(rows).zero_()
         add_copied(out, self.index.src, self._shard_dst(), grad.contiguous())
         return out
 
