@@ -604,8 +604,8 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
         else graph.fetched(src_vals, FETCH_KIND)
     for step, piece, fetched in steps:
         if op.transposes:
-            reuse = (lambda rows: sender.outgoing(0, rows, grad_agg)) if step.round_ else None
-            fetched_grads = [_transposed_sum(piece, graph.kernels, grad_agg, reuse)]
+            fetched_grads = [_transposed_sum(piece, graph.kernels, grad_agg, lambda rows:
+                                             sender.outgoing(0, rows, grad_agg))]
         elif op.adds:
             (grad_e,) = _edge_slices(grad_outputs[:1], piece)
             (src,), (dst,) = src_vals, dst_vals
@@ -664,7 +664,8 @@ def _multiplied_back(graph: ShardSet, piece: GraphShard, fetched, src_vals, edge
 def _transposed_sum(piece: GraphShard, kernels: str, grad_agg: torch.Tensor,
                     buffer) -> torch.Tensor:
     """``copy_u`` + ``sum``'s source gradient: the output gradient summed back along the
-    piece's edges, at its source rows (for a chunk, into ``buffer(rows)`` if given)."""
+    piece's edges, at its source rows (for a chunk, into the reused ``buffer(rows)``; a
+    whole shard's, the local one's included, is a new tensor)."""
     if piece.dst_index is None:
         return piece.sum_back(kernels, grad_agg)
     grad = piece.copied_back(grad_agg, buffer)   # a chunk: along its edges, no gathered rows
