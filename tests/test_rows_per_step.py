@@ -237,6 +237,17 @@ def test_a_sparse_chunk_adds_copied_rows_along_its_edges_into_the_shard_accumula
     torch.testing.assert_close(chunk.copied_back(grad), back)
 
 
+def test_a_chunk_keeps_its_edge_matrix_for_every_step_and_a_whole_shard_does_not():
+    shard = _shard(num_rows=7, num_dst=40, num_edges=30)
+    chunk = shard.chunks(3, 3)[0]
+    first = chunk.edge_matrix(torch.float32, 40)
+    chunk.add_copied(torch.zeros(40, 4), torch.randn(chunk.index.num_src, 4))
+    chunk.copied_back(torch.randn(40, 4))
+    assert chunk.edge_matrix(torch.float32, 40) is first          # built once, then kept
+    assert chunk.edge_matrix(torch.float64, 40).dtype == torch.float64
+    assert shard.edge_matrix(torch.float32, 40) is not shard.edge_matrix(torch.float32, 40)
+
+
 def test_a_chunk_with_many_edges_per_destination_leaves_the_sum_to_its_block():
     chunk = _shard(num_rows=7, num_dst=2, num_edges=60).chunks(4, 2)[0]   # ~17 per dst
     out = torch.zeros(2, 4)

@@ -350,40 +350,56 @@ def copy_sum_back(adjacency: Adjacency, grad: torch.Tensor) -> torch.Tensor:
     return _product(adjacency, grad.contiguous(), ones, False, transposed=True)
 
 
-def add_copied(out: torch.Tensor, dst: torch.Tensor, src: torch.Tensor,
-               rows: torch.Tensor) -> bool:
-    """``out[dst[e]] += rows[src[e]]`` for every edge ``e``, in place; ``False`` (and
-    nothing done) when the dtypes are not float32/float64 or ``out`` is not contiguous.
+def edge_matrix(dst: torch.Tensor, src: torch.Tensor, num_dst: int, num_src: int,
+                dtype: torch.dtype) -> torch.Tensor:
+    """The ``(num_dst, num_src)`` sparse (COO) matrix of ``dtype`` with a one at
+    ``(dst[e], src[e])`` for every edge ``e``, in edge order (a repeated edge is a
+    repeated entry): :func:`add_product` multiplies it, and its transpose (``.t()``)
+    sums back along the edges. 20 bytes per edge (int64 indices, one value).
 
-    One sparse (COO) product added into ``out``: no message per edge and no aggregate
-    per destination is made, so its cost follows the edges, not the destinations. On
-    the CPU the sums run in edge order per destination, as DGL's ``copy_u`` + ``sum``
-    kernel adds them; on CUDA torch may add them in another order (float rounding).
-    Not differentiable (the engine's sequential passes call it without autograd).
+    ``dst``/``src``: ``(E,)`` integer ids.
+    """
+    with warnings.catch_warnings():          # torch calls sparse tensors "beta"
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_coo_tensor(
+            torch.stack([dst.long(), src.long()]),
+            torch.ones(dst.shape[0], dtype=dtype, device=dst.device),
+            (num_dst, num_src), check_invariants=False)
 
-    ``out`` ``(D, *F)``, ``rows`` ``(S, *F)``; ``dst``/``src`` ``(E,)`` integer ids.
+
+def add_product(out: torch.Tensor, matrix: torch.Tensor, rows: torch.Tensor) -> bool:
+    """``out += matrix @ rows``, in place, for a sparse ``matrix`` from
+    :func:`edge_matrix` (or its transpose): ``out[d] += rows[s]`` for every edge
+    ``s -> d``. ``False`` (and nothing done) when the dtypes are not float32/float64 or
+    differ, or ``out`` is not contiguous.
+
+    No message per edge and no aggregate per destination is made, so the cost follows
+    the edges, not the destinations. On the CPU the sums run in edge order per
+    destination, as DGL's ``copy_u`` + ``sum`` kernel adds them; on CUDA torch may add them
+    in another order (float rounding). Not differentiable (the engine's sequential
+    passes call it without autograd).
+
+    ``out`` ``(D, *F)``, ``matrix`` ``(D, S)``, ``rows`` ``(S, *F)``.
 
     Example
     -------
     >>> out = torch.zeros(2, 1)
-    >>> add_copied(out, torch.tensor([1, 1]), torch.tensor([0, 1]), torch.tensor([[1.], [2.]]))
+    >>> m = edge_matrix(torch.tensor([1, 1]), torch.tensor([0, 1]), 2, 2, torch.float32)
+    >>> add_product(out, m, torch.tensor([[1.], [2.]]))
     True
     >>> out
     tensor([[0.],
             [3.]])
     """
     if (rows.dtype not in FUSED_DTYPES or out.dtype != rows.dtype
-            or not out.is_contiguous() or out.dim() == 0):
+            or matrix.dtype != rows.dtype or not out.is_contiguous() or out.dim() == 0):
         return False
-    if dst.shape[0] == 0:
+    if matrix._nnz() == 0:
         return True
     flat_out = out.view(out.shape[0], math.prod(out.shape[1:]))
     flat_rows = rows.reshape(rows.shape[0], math.prod(rows.shape[1:]))
     with warnings.catch_warnings():          # torch calls sparse tensors "beta"
         warnings.simplefilter("ignore", UserWarning)
-        matrix = torch.sparse_coo_tensor(
-            torch.stack([dst.long(), src.long()]), rows.new_ones(dst.shape[0]),
-            (flat_out.shape[0], flat_rows.shape[0]), check_invariants=False)
         flat_out.addmm_(matrix, flat_rows)
     return True
 

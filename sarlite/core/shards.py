@@ -19,7 +19,7 @@ import torch
 from ..comm import (all_gather_object, all_to_all_rows, comm_device, rank, ring_exchange,
                     world_size)
 from .local_blocks import BlockCache
-from .kernels import FUSED_DTYPES, EdgeIndex, add_copied, narrow
+from .kernels import FUSED_DTYPES, EdgeIndex, add_product, edge_matrix, narrow
 from .step_buffers import Rotation
 
 
@@ -65,6 +65,7 @@ class GraphShard:
         self._blocks = BlockCache(index)
         self._has_in_edges = None
         self._chunks = {}
+        self._matrix = None
 
     @property
     def num_edges(self) -> int:
@@ -110,12 +111,13 @@ class GraphShard:
         ``out`` ``(num_dst of the shard, *F)`` is indexed by the shard's destinations (a
         chunk's ``dst_index`` is applied) and ``rows`` ``(num_src, *F)`` are the piece's
         source rows: ``copy_u`` + ``sum`` folded straight into the shard's accumulator,
-        at a cost that follows the piece's edges (:func:`~sarlite.core.kernels.add_copied`).
-        ``False`` (nothing done) for dtypes it does not take, and for a piece with more
-        than :data:`EDGES_PER_DST_ALONG_EDGES` edges per destination it reaches, where an
-        aggregate per destination (DGL's kernel on the piece's block) costs less."""
-        return self._along_edges() and add_copied(out, self._shard_dst(), self.index.src,
-                                                  rows)
+        at a cost that follows the piece's edges (:func:`~sarlite.core.kernels.add_product`
+        of :meth:`edge_matrix`). ``False`` (nothing done) for dtypes it does not take, and
+        for a piece with more than :data:`EDGES_PER_DST_ALONG_EDGES` edges per destination
+        it reaches, where an aggregate per destination (DGL's kernel on the piece's block)
+        costs less."""
+        return rows.dtype in FUSED_DTYPES and self._along_edges() and \
+            add_product(out, self.edge_matrix(rows.dtype, out.shape[0]), rows)
 
     def copied_back(self, grad: torch.Tensor, buffer=None) -> torch.Tensor | None:
         """``(num_src, *F)``: ``grad`` ``(num_dst of the shard, *F)`` summed back along
@@ -135,21 +137,33 @@ class GraphShard:
         rows = self.index.num_src
         out = grad.new_zeros((rows,) + tuple(grad.shape[1:])) if buffer is None \
             else buffer(rows).zero_()
-        add_copied(out, self.index.src, self._shard_dst(), grad.contiguous())
+        add_product(out, self.edge_matrix(grad.dtype, grad.shape[0]).t(), grad.contiguous())
         return out
+
+    def edge_matrix(self, dtype: torch.dtype, num_dst: int) -> torch.Tensor:
+        """The ``(num_dst, num_src)`` sparse matrix of this piece's edges
+        (:func:`~sarlite.core.kernels.edge_matrix`) in ``dtype``, whose rows are the
+        ``num_dst`` destinations of the whole shard (a chunk's ``dst_index`` applied):
+        :meth:`add_copied` adds its product and :meth:`copied_back` its transpose's.
+
+        A chunk, which a pass runs at every one of its steps, keeps it (20 bytes per
+        edge, for one dtype at a time): building it at each step cost about a third of
+        the step's product. A whole shard, run once per ring round, makes it per call
+        (it keeps DGL's formats for its other kernels)."""
+        matrix = self._matrix
+        if matrix is None or matrix.dtype != dtype or matrix.shape[0] != num_dst:
+            dst = self.index.dst if self.dst_index is None else \
+                self.dst_index.index_select(0, self.index.dst.long())
+            matrix = edge_matrix(dst, self.index.src, num_dst, self.index.num_src, dtype)
+            if self.dst_index is not None:
+                self._matrix = matrix
+        return matrix
 
     def _along_edges(self) -> bool:
         """Whether adding along the edges is the cheaper way for this piece: at most
         :data:`EDGES_PER_DST_ALONG_EDGES` edges per destination it reaches."""
         reached = self.index.num_dst if self.dst_index is None else self.dst_index.numel()
         return self.num_edges <= EDGES_PER_DST_ALONG_EDGES * max(1, reached)
-
-    def _shard_dst(self) -> torch.Tensor:
-        """The piece's edge destinations as destinations of the whole shard (made per
-        call: keeping them would hold 8 more bytes per remote edge for every chunk)."""
-        if self.dst_index is None:
-            return self.index.dst
-        return self.dst_index.index_select(0, self.index.dst.long())
 
     def chunks(self, max_rows: int, count: int) -> tuple["GraphShard", ...]:
         """The shard split by source row into ``count`` chunks (built once per size).
