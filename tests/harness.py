@@ -151,20 +151,23 @@ def spawn(fn, world_size: int, *args, timeout: float = 180.0,
 def record_rows_per_call(record: list) -> None:
     """Make this process's row exchanges append to ``record`` the most rows each call
     moves to or from one peer: ``torch.distributed.all_to_all_single`` calls made with
-    split sizes and ``batch_isend_irecv`` pairs (ring exchanges) are wrapped, and still
-    made. For a worker to install in itself, to check bounds on exchanges."""
+    split sizes and the ``isend``/``irecv`` of ring exchanges (gloo) are wrapped, and
+    still made. For a worker to install in itself, to check bounds on exchanges."""
     import torch.distributed as dist
-    all_to_all, pairs = dist.all_to_all_single, dist.batch_isend_irecv
+    all_to_all, isend, irecv = dist.all_to_all_single, dist.isend, dist.irecv
 
     def counted(output, input, output_split_sizes=None, input_split_sizes=None, **kw):
         if output_split_sizes is not None:
             record.append(max(list(output_split_sizes) + list(input_split_sizes)))
         return all_to_all(output, input, output_split_sizes, input_split_sizes, **kw)
 
-    def counted_pairs(ops):
-        record.append(max(op.tensor.shape[0] for op in ops))
-        return pairs(ops)
-    dist.all_to_all_single, dist.batch_isend_irecv = counted, counted_pairs
+    def counted_post(post):
+        def call(tensor, *args, **kwargs):
+            record.append(tensor.shape[0])
+            return post(tensor, *args, **kwargs)
+        return call
+    dist.all_to_all_single, dist.isend, dist.irecv = (counted, counted_post(isend),
+                                                      counted_post(irecv))
 
 
 def train_errors(config, nproc: int = 1, timeout: float = 300) -> tuple[int, str, list[str]]:

@@ -64,13 +64,13 @@ def _pass(model, graphs, x, probe):
 
 
 class _Counter:
-    """Counts the row exchanges' calls: ``all_to_all_single`` and ``batch_isend_irecv``
-    (ring exchanges); :meth:`remove` puts the real functions back."""
+    """Counts the row exchanges' calls: ``all_to_all_single`` and the ``isend``/``irecv``
+    of ring exchanges (gloo); :meth:`remove` puts the real functions back."""
 
     def __init__(self):
         self.calls = 0
-        self._real = dist.all_to_all_single, dist.batch_isend_irecv
-        dist.all_to_all_single, dist.batch_isend_irecv = (self._counted(f) for f in self._real)
+        self._real = dist.all_to_all_single, dist.isend, dist.irecv
+        dist.all_to_all_single, dist.isend, dist.irecv = (self._counted(f) for f in self._real)
 
     def _counted(self, real):
         def call(*args, **kwargs):
@@ -79,7 +79,7 @@ class _Counter:
         return call
 
     def remove(self):
-        dist.all_to_all_single, dist.batch_isend_irecv = self._real
+        dist.all_to_all_single, dist.isend, dist.irecv = self._real
 
 
 def _engine(rank, world, config, state, out):
