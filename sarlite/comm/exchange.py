@@ -70,12 +70,11 @@ def _post(send: torch.Tensor | None, send_to: int, recv: torch.Tensor | None,
     (``batch_isend_irecv``), or two ranks that send to each other first block each other;
     gloo does not group them, and there ``batch_isend_irecv`` only posts them one by one,
     as here, for about 20 us more Python per call (measured: 60 against 44 us)."""
-    if (send if send is not None else recv).is_cuda:
-        return dist.batch_isend_irecv(
-            ([dist.P2POp(dist.isend, send, send_to)] if send is not None else []) +
-            ([dist.P2POp(dist.irecv, recv, recv_from)] if recv is not None else []))
-    works = [] if send is None else [dist.isend(send, send_to)]
-    return works if recv is None else works + [dist.irecv(recv, recv_from)]
+    ops = [(post, tensor, peer) for post, tensor, peer in
+           ((dist.isend, send, send_to), (dist.irecv, recv, recv_from)) if tensor is not None]
+    if ops[0][1].is_cuda:
+        return dist.batch_isend_irecv([dist.P2POp(*op) for op in ops])
+    return [post(tensor, peer) for post, tensor, peer in ops]
 
 
 def ring_exchange(rows: torch.Tensor, send_to: int, num_recv: int, recv_from: int,
