@@ -303,6 +303,18 @@ def _fmt(value, spec=".2f", suffix=""):
     return "-" if value is None else f"{value:{spec}}{suffix}"
 
 
+def _runs(record: dict) -> str:
+    """`` (k)`` after an epoch time that is the median of ``k`` runs, else nothing."""
+    repeats = record.get("repeats", [])
+    return f" ({len(repeats) + 1})" if repeats else ""
+
+
+def _all_facts(record: dict) -> list[dict]:
+    """The facts of every run behind ``record``: its own, then its repeats'."""
+    return [f for f in [record.get("facts")] + [r["facts"] for r in record.get("repeats", [])]
+            if f]
+
+
 def _peak_all(record: dict) -> float:
     """Sum of the workers' peaks (MiB): an upper bound on all workers' peak together."""
     if "peak_rss_all_mib" in record:
@@ -336,7 +348,8 @@ def table(records: list[dict]) -> list[str]:
         all_vs = _peak_all(r) / dgl["peak_rss_mib"] if dgl else None
         lines.append(
             f"| {r['case']} | {run} | {dgl['run'] if dgl else '-'} | "
-            f"{r['median_epoch_s']:.2f} | {_fmt(_ratio(r, dgl, 'median_epoch_s'), suffix='x')} | "
+            f"{r['median_epoch_s']:.2f}{_runs(r)} | "
+            f"{_fmt(_ratio(r, dgl, 'median_epoch_s'), suffix='x')} | "
             f"{r['peak_rss_mib']:.0f} | {_fmt(_ratio(r, dgl, 'peak_rss_mib'), suffix='x')} | "
             f"{_peak_all(r):.0f} | {_fmt(all_vs, suffix='x')} | "
             f"{r['growth_mib']:.0f} | {_fmt(_ratio(r, dgl, 'growth_mib'), suffix='x')} |{alloc} "
@@ -385,7 +398,10 @@ NOTES = """\
 Definitions. DGL: single-process DGL on the whole graph; `dgl T=t` ran with t torch
 threads (torch.set_num_threads and OMP_NUM_THREADS). Each sarlite run is compared with
 the DGL run named in column "DGL" (equal cores, see the section's header). Epoch time:
-median over the timed epochs (after the warm-up) of the slowest worker's epoch. Peak RSS
+median over the timed epochs (after the warm-up) of the slowest worker's epoch; "t (k)":
+the median of k runs' epoch times (the runs the time targets compare; see the runner's
+--time-runs; their CPU s/epoch is the median of the k runs' too, their memory and traffic
+the first run's). Peak RSS
 per worker: the largest worker's RSS high-water mark over the whole run. Peak all
 workers: the sum of the workers' high-water marks, an upper bound on the RSS of all
 workers together (each worker's peak may fall at another moment); both are set against
@@ -430,7 +446,7 @@ def section_header(records: list[dict]) -> list[str]:
     ValueError
         Records of one side differ in threads or allocator (no one header fits them).
     """
-    facts = [r["facts"] for r in records if r.get("facts")]
+    facts = [f for r in records for f in _all_facts(r)]
     lines = run_records.header(facts)
     if not facts:
         return lines + ["DGL ran on one thread, sarlite's workers on one thread each."]

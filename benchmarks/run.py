@@ -29,6 +29,13 @@ this one invocation and with the same initial parameters:
   sampled-training comparison of :mod:`benchmarks.sampled` (sarlite N=2 against
   single-process DGL, three pairs of runs, into ``OUT/sampled``, about two minutes).
 
+A single run's epoch time varies by up to 20% on a shared 2-core machine, more than some
+goals' margins, so the full suite makes both runs of each pair a time target compares
+three times (``--time-runs``; the pairs are :data:`benchmarks.cases.TIMED_PAIRS`): after
+each case's runs, two more rounds of those runs, each record's epoch time then being the
+median of its runs' (its memory and traffic stay the first run's; every run's figures
+and facts are in its record).
+
 Each run is its own set of processes, so a peak is that run's alone. Every record stores
 the run's facts (:func:`benchmarks.records.run_facts`: commit, date, machine, software,
 threads, allocator) and each worker's own (:func:`benchmarks.records.process_facts`). Per
@@ -64,9 +71,12 @@ from pathlib import Path
 
 from . import common, records
 from .bound import expected_bytes, layer_exchanges, lower_bound
-from .cases import (BUDGET_MARGIN, EXTRAS, FROM_PEAKS, MODES, SAMPLED_CASE, SUITES, VARIANTS,
-                    WORLD_SIZES, Case, base_mode)
+from .cases import (BUDGET_MARGIN, EXTRAS, FROM_PEAKS, MODES, SAMPLED_CASE, SUITES,
+                    TIMED_PAIRS, VARIANTS, WORLD_SIZES, Case, base_mode)
 from .report import HALO_KINDS, dgl_label, write_report
+
+#: ``--time-runs`` when it is not given, per suite
+TIME_RUNS_DEFAULT = {"quick": 1, "full": 3}
 
 
 def _worker_args(case: Case, pipeline_depth: int, device: str,
@@ -95,7 +105,6 @@ def summarise(case: Case, mode: str, world: int, workers: list[dict],
         values = [w[key] for w in workers if w[key] is not None]
         return max(values) if values else None
     peaks = [max(w["hwm_setup_mib"], w["peak_rss_mib"]) for w in workers]
-    cpu = [sum(w["epoch_cpu_s"][i] for w in workers) for i in range(case.epochs)]
     return {"case": case.name, "model": case.model, "params": asdict(case), "mode": mode,
             "world_size": world, "run": _label(mode, world),
             "median_epoch_s": statistics.median(epochs), "epoch_times": epochs,
@@ -104,12 +113,17 @@ def summarise(case: Case, mode: str, world: int, workers: list[dict],
             "allocator_peak_mib": top("allocator_peak_mib"),
             "allocator_growth_mib": top("allocator_growth_mib"),
             "cpu_steal_pct": top("cpu_steal_pct"),
-            "cpu_s_per_epoch": statistics.median(cpu),
+            "cpu_s_per_epoch": _cpu_per_epoch(workers, case.epochs),
             "halo_bytes_per_epoch": halo, "other_bytes_per_epoch": other,
             "halo_nodes": halo_nodes, "bound_bytes": lower_bound(halo_nodes, exchanges),
             "expected_bytes": 0 if mode == "dgl" else
             expected_bytes(halo_nodes, exchanges, _layer_modes(mode, workers)),
             "memory_plan": workers[0].get("memory_plan"), "workers": workers}
+
+
+def _cpu_per_epoch(workers: list[dict], epochs: int) -> float:
+    """The median over ``epochs`` timed epochs of the CPU time all workers spent in one."""
+    return statistics.median(sum(w["epoch_cpu_s"][i] for w in workers) for i in range(epochs))
 
 
 def _label(mode: str, world: int) -> str:
@@ -182,52 +196,101 @@ def run_plan(case: Case, modes: list[str], world_sizes: list[int],
     return [("dgl", t) for t in threads if "dgl" in modes] + sarlite
 
 
+def timed_runs(plan: list[tuple[str, int]], cores: int | None = None
+               ) -> list[tuple[str, int]]:
+    """The runs of ``plan`` that a time target compares: both runs of each of
+    :data:`TIMED_PAIRS` that ``plan`` holds (DGL's with ``min(2, cores)`` threads), in the
+    plan's order."""
+    cores = os.cpu_count() if cores is None else cores
+    def resolve(run):
+        return ("dgl", min(run[1], cores)) if run[0] == "dgl" else run
+    timed = {resolve(run) for pair in TIMED_PAIRS for run in pair
+             if all(resolve(r) in plan for r in pair)}
+    return [run for run in plan if run in timed]
+
+
+def _run_facts(mode: str, world: int, args) -> tuple[dict, dict]:
+    """The environment a run of ``mode`` on ``world`` workers (DGL: threads) gets, and the
+    facts its record stores (:func:`benchmarks.records.run_facts`)."""
+    threads = world if mode == "dgl" else 1
+    env = common.suite_env(threads, args.allocator, sarlite=mode != "dgl")
+    return env, records.run_facts(processes=1 if mode == "dgl" else world,
+                                  torch_threads=threads, env=env, sarlite_init=mode != "dgl")
+
+
+def _measure(case: Case, mode: str, world: int, args, runs_dir: Path, env: dict) -> dict:
+    """One run of ``mode`` on ``world`` workers (DGL: threads) in environment ``env``: its
+    record. Raises ``RuntimeError`` or ``subprocess.TimeoutExpired`` when it fails."""
+    extra = _worker_args(case, args.pipeline_depth, args.device, args.halo_dtype)
+    threads = world if mode == "dgl" else 1
+    settings = {}
+    if mode == "dgl":
+        halo = [0]
+        graph = common.cached_graph(case.num_nodes, case.avg_degree, case.feat_dim,
+                                    case.graph, args.cache)
+        workers = common.run_json([sys.executable, "-m", "benchmarks.worker", "--mode",
+                                   "dgl", "--graph", str(graph), "--threads",
+                                   str(threads), *extra], args.timeout, env=env)
+    else:
+        _, config = common.cached_partition(case.num_nodes, case.avg_degree, case.feat_dim,
+                                            world, case.graph, args.cache)
+        halo = _halo_nodes(config)
+        settings = _settings(mode, world, runs_dir)
+        workers = common.run_json(common.torchrun(
+            world, "benchmarks.worker", ["--mode", base_mode(mode), "--config",
+                                         str(config), *extra, *_flags(settings)]),
+            args.timeout, num_procs=world, env=env)
+    record = summarise(case, mode, world, workers, halo)
+    record.update(pipeline_depth=args.pipeline_depth, device=args.device, threads=threads,
+                  **_engine_fields(settings, args))
+    return record
+
+
+def add_repeat(record: dict, again: dict, facts: dict) -> dict:
+    """``record`` with another run of the same configuration (``again``, made with
+    ``facts``) in its ``repeats``; its ``median_epoch_s`` and ``cpu_s_per_epoch`` become
+    the medians over all its runs (each run's own median epoch). Memory and traffic stay
+    the first run's."""
+    repeats = record.get("repeats", []) + [
+        {key: again[key] for key in ("epoch_times", "median_epoch_s", "cpu_s_per_epoch",
+                                     "peak_rss_mib", "growth_mib")} | {"facts": facts}]
+    first = record["epoch_times"], _cpu_per_epoch(record["workers"], len(record["epoch_times"]))
+    runs = [statistics.median(first[0])] + [r["median_epoch_s"] for r in repeats]
+    cpu = [first[1]] + [r["cpu_s_per_epoch"] for r in repeats]
+    return record | {"repeats": repeats, "median_epoch_s": statistics.median(runs),
+                     "cpu_s_per_epoch": statistics.median(cpu)}
+
+
+def _announce(counter: list[int], total: int, text: str) -> float:
+    counter[0] += 1
+    print(f"[{counter[0]}/{total}] {text} ...", end=" ", flush=True)
+    return time.perf_counter()
+
+
+def _failed(start: float, err: Exception) -> None:
+    print(f"FAILED after {time.perf_counter() - start:.0f} s: "
+          f"{str(err).splitlines()[0][:200]}", flush=True)
+
+
 def run_case(case: Case, plan: list[tuple[str, int]], args, out: Path,
              counter: list[int], total: int) -> bool:
-    """The runs ``plan`` of one case; each record goes to ``out/runs/<case>/``."""
+    """The runs ``plan`` of one case, then ``args.time_runs - 1`` more rounds of its
+    :func:`timed_runs`; each record goes to ``out/runs/<case>/``."""
     ok = True
     runs_dir = out / "runs" / case.name
     runs_dir.mkdir(parents=True, exist_ok=True)
-    extra = _worker_args(case, args.pipeline_depth, args.device, args.halo_dtype)
-    graph = common.cached_graph(case.num_nodes, case.avg_degree, case.feat_dim, case.graph,
-                                args.cache)
     for mode, world in plan:
-        counter[0] += 1
         label = _label(mode, world)
-        print(f"[{counter[0]}/{total}] {case.name} {label} ...", end=" ", flush=True)
-        start = time.perf_counter()
-        threads = world if mode == "dgl" else 1
-        env = common.suite_env(threads, args.allocator, sarlite=mode != "dgl")
-        facts = records.run_facts(processes=1 if mode == "dgl" else world,
-                                  torch_threads=threads, env=env,
-                                  sarlite_init=mode != "dgl")
+        start = _announce(counter, total, f"{case.name} {label}")
+        env, facts = _run_facts(mode, world, args)
         try:
-            if mode == "dgl":
-                halo = [0]
-                workers = common.run_json([sys.executable, "-m", "benchmarks.worker", "--mode",
-                                           "dgl", "--graph", str(graph), "--threads",
-                                           str(threads), *extra], args.timeout, env=env)
-            else:
-                _, config = common.cached_partition(case.num_nodes, case.avg_degree,
-                                                    case.feat_dim, world, case.graph,
-                                                    args.cache)
-                halo = _halo_nodes(config)
-                settings = _settings(mode, world, runs_dir)
-                workers = common.run_json(common.torchrun(
-                    world, "benchmarks.worker", ["--mode", base_mode(mode), "--config",
-                                                 str(config), *extra, *_flags(settings)]),
-                    args.timeout, num_procs=world, env=env)
-            record = summarise(case, mode, world, workers, halo)
-            record.update(pipeline_depth=args.pipeline_depth, device=args.device,
-                          threads=threads,
-                          **_engine_fields(settings if mode != "dgl" else {}, args))
+            record = _measure(case, mode, world, args, runs_dir, env)
         except (RuntimeError, subprocess.TimeoutExpired) as err:
             ok = False
             record = {"case": case.name, "model": case.model, "mode": mode,
-                      "world_size": world, "run": label, "threads": threads,
-                      "error": str(err)[-2000:]}
-            print(f"FAILED after {time.perf_counter() - start:.0f} s: "
-                  f"{str(err).splitlines()[0][:200]}", flush=True)
+                      "world_size": world, "run": label,
+                      "threads": world if mode == "dgl" else 1, "error": str(err)[-2000:]}
+            _failed(start, err)
         else:
             bound = record["bound_bytes"]
             vs = f" ({record['halo_bytes_per_epoch'] / bound:.3f}x bound)" if bound else ""
@@ -238,6 +301,25 @@ def run_case(case: Case, plan: list[tuple[str, int]], args, out: Path,
                   flush=True)
         record.update(allocator_policy=args.allocator, facts=facts)
         (runs_dir / _file_name(label)).write_text(json.dumps(record, indent=1))
+    for round_ in range(2, args.time_runs + 1):
+        for mode, world in timed_runs(plan):
+            path = runs_dir / _file_name(_label(mode, world))
+            record = json.loads(path.read_text())
+            if "error" in record:
+                continue
+            start = _announce(counter, total, f"{case.name} {record['run']}, run {round_} "
+                              f"of {args.time_runs}")
+            env, facts = _run_facts(mode, world, args)
+            try:
+                again = _measure(case, mode, world, args, runs_dir, env)
+            except (RuntimeError, subprocess.TimeoutExpired) as err:
+                ok = False
+                _failed(start, err)
+                continue
+            record = add_repeat(record, again, facts)
+            print(f"{time.perf_counter() - start:.0f} s: epoch {again['median_epoch_s']:.2f} s "
+                  f"(median of the runs so far {record['median_epoch_s']:.2f} s)", flush=True)
+            path.write_text(json.dumps(record, indent=1))
     return ok
 
 
@@ -310,6 +392,13 @@ def _parser() -> argparse.ArgumentParser:
                         help="empty the results folder first (else runs add up)")
     parser.add_argument("--timeout", type=float, default=1200,
                         help="seconds per run before it is killed and marked failed")
+    parser.add_argument("--time-runs", type=int, metavar="K",
+                        help="make both runs of each pair a time target compares (sar and "
+                        "one-shot N=2 against DGL of equal cores; sar-chunked N=2 against "
+                        "sar N=2; sar against sar-whole at N=2 and 4; budget N=4 against "
+                        "sar N=4) K times, in rounds after each case's runs, and report "
+                        "the median of their epoch times (default: 3 in the full suite, 1 "
+                        "in the quick one)")
     return parser
 
 
@@ -328,6 +417,8 @@ def select(args, parser) -> list[Case]:
         parser.error("the selection leaves no case to run")
     if any(n < 1 for n in args.world_sizes):
         parser.error("world sizes must be >= 1")
+    if args.time_runs is not None and args.time_runs < 1:
+        parser.error("--time-runs must be >= 1")
     return [c.with_overrides(num_nodes=args.num_nodes, avg_degree=args.avg_degree,
                              hidden=args.hidden, epochs=args.epochs, warmup=args.warmup)
             for c in cases]
@@ -344,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     plans = {c.name: run_plan(c, args.modes, args.world_sizes,
                               () if args.no_extras else EXTRAS[args.suite].get(c.name, ()))
              for c in cases}
-    total = sum(len(p) for p in plans.values())
+    args.time_runs = args.time_runs or TIME_RUNS_DEFAULT[args.suite]
+    total = sum(len(p) + (args.time_runs - 1) * len(timed_runs(p)) for p in plans.values())
     print(f"benchmarks.run: suite {args.suite}, {len(cases)} case(s), {total} runs -> {out}",
           flush=True)
     start = time.perf_counter()

@@ -129,6 +129,15 @@ def test_the_runs_table_gives_peak_per_worker_and_of_all_workers_against_dgls_pe
                            "100"]
 
 
+def test_an_epoch_from_repeated_runs_shows_their_count_and_the_header_spans_their_dates():
+    recs = _four_runs()
+    later = dict(recs[3]["facts"], date="2026-11-26T09:30:00Z")
+    recs[3]["repeats"] = [{"median_epoch_s": 1.4, "facts": later}] * 2
+    line = next(x for x in report.table(recs) if "| sar N=4 |" in x)
+    assert [c.strip() for c in line.split("|")[1:-1]][3] == "1.50 (3)"
+    assert "to 2026-11-26T09:30:00Z" in "\n".join(report.section_header(recs))
+
+
 def test_records_of_another_machine_go_into_their_own_section(tmp_path):
     other = _facts(cpu="Intel Xeon")
     recs = _four_runs() + [dict(_record("sar", 2, 0.5, 600, 150, other), case="x")]

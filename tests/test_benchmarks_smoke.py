@@ -32,7 +32,7 @@ def suite(tmp_path_factory):
                        "--avg-degree", "5", "--hidden", str(HIDDEN), "--world-sizes",
                        str(WORLD), "--modes", "dgl", "sar", "one-shot", "sar-torch",
                        "budget",
-                       "--no-extras",
+                       "--no-extras", "--time-runs", "1",
                        "--timeout", "120",
                        "--out", str(out), "--cache", str(out / "cache")])
     assert status == 0
@@ -196,6 +196,40 @@ def test_the_run_plan_gives_dgl_one_run_per_thread_count_min_of_n_and_cores():
     assert [p for p in plan if p[0] == "dgl"] == [("dgl", 1), ("dgl", 2)]
     plan = run.run_plan(case, ["dgl", "sar"], [1, 2, 4], cores=16)
     assert [p for p in plan if p[0] == "dgl"] == [("dgl", 1), ("dgl", 2), ("dgl", 4)]
+
+
+def test_the_timed_runs_are_both_runs_of_each_pair_a_time_target_compares():
+    case = run.SUITES["full"][0]
+    plan = run.run_plan(case, ["dgl", "sar", "sa", "one-shot"], [1, 2, 4],
+                        run.EXTRAS["full"][case.name], cores=2)
+    assert run.timed_runs(plan, cores=2) == [
+        ("dgl", 2), ("sar", 2), ("one-shot", 2), ("sar", 4), ("sar-whole", 2),
+        ("sar-whole", 4), ("sar-chunked", 2)]
+    assert run.timed_runs([("dgl", 2), ("sar", 2), ("sar", 4)], cores=2) == [
+        ("dgl", 2), ("sar", 2)]                         # sar N=4 alone has no time target
+
+
+def test_repeated_runs_give_a_record_the_median_epoch_of_its_runs_and_the_first_runs_memory(
+        tmp_path, monkeypatch):
+    epochs = iter([1.0, 4.0, 2.0, 9.0, 3.0, 8.0])   # dgl, sar, then two rounds of both
+    def fake(case, mode, world, args, runs_dir, env):
+        t = next(epochs)
+        workers = [{"epoch_cpu_s": [t, t, t]}]
+        return {"run": run._label(mode, world), "epoch_times": [t] * 3,
+                "median_epoch_s": t, "cpu_s_per_epoch": t, "peak_rss_mib": 100 * t,
+                "growth_mib": 10 * t, "bound_bytes": 0, "halo_bytes_per_epoch": 0,
+                "cpu_steal_pct": 0, "workers": workers}
+    monkeypatch.setattr(run, "_measure", fake)
+    args = run._parser().parse_args(["--time-runs", "3"])
+    case = run.SUITES["quick"][0]
+    assert run.run_case(case, [("dgl", 2), ("sar", 2)], args, tmp_path, [0], 6)
+    sar = json.loads((tmp_path / "runs" / case.name / "sar_N2.json").read_text())
+    assert [r["median_epoch_s"] for r in sar["repeats"]] == [9.0, 8.0]
+    assert sar["median_epoch_s"] == 8.0 and sar["cpu_s_per_epoch"] == 8.0
+    assert sar["growth_mib"] == 40.0 and sar["epoch_times"] == [4.0] * 3
+    assert all("commit" in r["facts"] for r in sar["repeats"])
+    dgl = json.loads((tmp_path / "runs" / case.name / "dgl_T2.json").read_text())
+    assert dgl["median_epoch_s"] == 2.0
 
 
 def test_a_budget_run_comes_after_the_sar_and_one_shot_runs_its_budget_comes_from():
