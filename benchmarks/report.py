@@ -262,14 +262,16 @@ def _step_targets(records, case: str, model: str) -> list[Target]:
 
 def _budget_targets(records, case: str) -> list[Target]:
     """The memory-budget goals, where the case has a ``budget`` run: its peak per worker
-    within the budget, and its epoch faster than all-sar's at the same N."""
+    within the budget in every one of its runs, and its epoch faster than all-sar's at
+    the same N."""
     runs = [r for r in records if r["case"] == case and r["mode"] == "budget"
             and "error" not in r]
     out = []
     for run in runs:
         n = run["world_size"]
-        out.append(Target(f"budget N={n} peak RSS/worker <= engine.memory_budget", case,
-                          run["peak_rss_mib"] * 2**20 / run["memory_budget"], 1.0))
+        peak = max([run["peak_rss_mib"]] + [r["peak_rss_mib"] for r in run.get("repeats", [])])
+        out.append(Target(f"budget N={n} peak RSS/worker <= engine.memory_budget (every run)",
+                          case, peak * 2**20 / run["memory_budget"], 1.0))
         out.append(Target(f"budget N={n} epoch time < sar N={n} (plan: "
                           f"{'; '.join(run['memory_plan']['layers'])})", case,
                           _ratio(run, _find(records, case, f"sar N={n}"), "median_epoch_s"),

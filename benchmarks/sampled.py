@@ -16,11 +16,13 @@ with sampling: ``SARLITE_MMAP_THRESHOLD``, else ``retain``), with
 all as a DGL step.
 An epoch's time is the slowest worker's; the median over the epochs after the first is
 reported, with where sarlite's steps spend it (sampling and feature pulls in the loader,
-forward and backward, gradient all-reduce and optimizer step) and the CPU time of all
-processes together, in all and in each of those parts. With ``--repeats`` the two runs
-are made that many times, in turn, and the report gives each figure's median and the
-median of the pairs' ratios. Goal:
-sarlite at N=2 no slower than DGL (ratio <= 1.0). Writes ``OUT/summary.md`` and
+forward and backward, gradient all-reduce and optimizer step), the CPU time of all
+processes together, in all and in each of those parts, and the input rows (the first
+layer's source nodes, all steps and workers together: N workers with 1/N of the seeds
+each reach more distinct rows in all than one process with all of them). With
+``--repeats`` the two runs are made that many times, in turn, and the report gives each
+figure's median and the median of the pairs' ratios. Goal: sarlite at N=2 no slower
+than DGL (ratio <= 1.0). Writes ``OUT/summary.md`` and
 ``OUT/summary.json``.
 """
 from __future__ import annotations
@@ -72,12 +74,14 @@ def _epochs(loader, model, optimizer, epochs: int, sync=None) -> dict:
     its threads, gloo's included), in all (``cpu_s``) and in each of those three parts
     (``<part>_cpu_s``): a part's time less its CPU time is waiting."""
     import torch.nn.functional as F
-    out = {key: [] for key in ("epoch_s", "cpu_s", *PART_KEYS)}
+    out = {key: [] for key in ("epoch_s", "cpu_s", "input_rows", *PART_KEYS)}
     for _ in range(epochs):
         parts = dict.fromkeys(PART_KEYS, 0.0)
+        rows = 0
         start = mark = common.clock()
         for _, _, blocks in loader:
             mark = _lap(parts, "loader", mark)
+            rows += blocks[0].num_src_nodes()
             logits = model(blocks, blocks[0].srcdata["feat"])
             loss = F.cross_entropy(logits, blocks[-1].dstdata["label"].long())
             optimizer.zero_grad()
@@ -90,6 +94,7 @@ def _epochs(loader, model, optimizer, epochs: int, sync=None) -> dict:
         end = common.clock()
         out["epoch_s"].append(end[0] - start[0])
         out["cpu_s"].append(end[1] - start[1])
+        out["input_rows"].append(rows)
         for key, value in parts.items():
             out[key].append(value)
     return out
@@ -143,13 +148,13 @@ def sarlite_worker(args) -> None:
 
 
 def _summary(ranks: list[dict]) -> dict:
-    """Per epoch the slowest rank's times and the CPU time of all ranks together (in all
-    and per part); medians over the epochs after the first."""
+    """Per epoch the slowest rank's times, and the CPU time (in all and per part) and the
+    input rows of all ranks together; medians over the epochs after the first."""
     def median(key, over):
         return statistics.median(over(r[key][e] for r in ranks)
                                  for e in range(1, len(ranks[0][key])))
-    return {key: median(key, sum if key.endswith("cpu_s") else max)
-            for key in ("epoch_s", "cpu_s", *PART_KEYS)}
+    return {key: median(key, sum if key.endswith("cpu_s") or key == "input_rows" else max)
+            for key in ("epoch_s", "cpu_s", "input_rows", *PART_KEYS)}
 
 
 def _envs(world_size: int) -> dict:
@@ -258,17 +263,21 @@ def markdown(result: dict) -> str:
              f"all of its processes and threads together (the machine has "
              f"{cores} cores), in all and for each part (its CPU: all processes' CPU time "
              f"in that part; a worker's time in a part beyond its own CPU time is waiting). "
+             f"Input rows: the first layer's source nodes in one epoch, summed over the "
+             f"steps and, for sarlite, the workers: the rows whose features the loader "
+             f"reads and the first layer transforms. "
              f"{result['repeats']} pair(s) of runs, DGL then sarlite; each figure is its "
              f"median over them.", "",
              "| run | epoch | loader (sampling, pulls) | its CPU | forward + backward | "
              "its CPU | all-reduce + step | its CPU | CPU seconds (all processes) | "
-             "vs DGL |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "input rows | vs DGL |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in (("DGL, 1 process", result["dgl"]),
                     (f"sarlite, N={result['world_size']}", result["sarlite"])):
         parts = " | ".join(f"{r[f'{p}_s']:.3f} | {r[f'{p}_cpu_s']:.3f}" for p in PARTS)
+        rows = f"{r['input_rows']:,.0f}" if "input_rows" in r else "-"
         lines.append(f"| {name} | {r['epoch_s']:.3f} | {parts} | {r['cpu_s']:.3f} | "
-                     f"{r['epoch_s'] / result['dgl']['epoch_s']:.2f}x |")
+                     f"{rows} | {r['epoch_s'] / result['dgl']['epoch_s']:.2f}x |")
     lines += ["", "Each pair's ratio: " + ", ".join(f"{r:.2f}x" for r in result["ratios"]) +
               f"; median {result['ratio']:.2f}x.", "",
               f"Goal: sarlite N=2 <= 1.0x DGL: "

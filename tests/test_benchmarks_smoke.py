@@ -287,6 +287,7 @@ def test_the_sampled_comparison_times_both_sides_and_reports_their_ratio(tmp_pat
     result = json.loads((tmp_path / "sampled" / "summary.json").read_text())
     for side in ("dgl", "sarlite"):
         assert result[side]["epoch_s"] > 0 and result[side]["loader_s"] > 0
+        assert result[side]["input_rows"] > 0
     assert result["ratios"] == [result["ratio"]]          # one pair of runs
     assert result["ratio"] == result["sarlite"]["epoch_s"] / result["dgl"]["epoch_s"]
     assert "| sarlite, N=2 |" in (tmp_path / "sampled" / "summary.md").read_text()
