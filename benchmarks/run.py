@@ -32,7 +32,8 @@ this one invocation and with the same initial parameters:
 A single run's epoch time varies by up to 20% on a shared 2-core machine, more than some
 goals' margins, so the full suite makes both runs of each pair a time target compares
 three times (``--time-runs``; the pairs are :data:`benchmarks.cases.TIMED_PAIRS`): after
-each case's runs, two more rounds of those runs, each record's epoch time then being the
+each case's runs, two more rounds of those runs (the first in reverse order, so that
+neither run of a pair always runs first), each record's epoch time then being the
 median of its runs' (its memory and traffic stay the first run's; every run's figures
 and facts are in its record).
 
@@ -275,7 +276,8 @@ def _failed(start: float, err: Exception) -> None:
 def run_case(case: Case, plan: list[tuple[str, int]], args, out: Path,
              counter: list[int], total: int) -> bool:
     """The runs ``plan`` of one case, then ``args.time_runs - 1`` more rounds of its
-    :func:`timed_runs`; each record goes to ``out/runs/<case>/``."""
+    :func:`timed_runs` (the second round in reverse order, the third forward, ...); each
+    record goes to ``out/runs/<case>/``."""
     ok = True
     runs_dir = out / "runs" / case.name
     runs_dir.mkdir(parents=True, exist_ok=True)
@@ -301,8 +303,10 @@ def run_case(case: Case, plan: list[tuple[str, int]], args, out: Path,
                   flush=True)
         record.update(allocator_policy=args.allocator, facts=facts)
         (runs_dir / _file_name(label)).write_text(json.dumps(record, indent=1))
+    timed = timed_runs(plan)
     for round_ in range(2, args.time_runs + 1):
-        for mode, world in timed_runs(plan):
+        # every other round in reverse, so that neither run of a pair always goes first
+        for mode, world in (timed[::-1] if round_ % 2 == 0 else timed):
             path = runs_dir / _file_name(_label(mode, world))
             record = json.loads(path.read_text())
             if "error" in record:
