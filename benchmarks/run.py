@@ -210,10 +210,15 @@ def timed_runs(plan: list[tuple[str, int]], cores: int | None = None
     return [run for run in plan if run in timed]
 
 
+def _threads(mode: str, world: int) -> int:
+    """Torch threads per process of a run: ``world`` for DGL, one per sarlite worker."""
+    return world if mode == "dgl" else 1
+
+
 def _run_facts(mode: str, world: int, args) -> tuple[dict, dict]:
     """The environment a run of ``mode`` on ``world`` workers (DGL: threads) gets, and the
     facts its record stores (:func:`benchmarks.records.run_facts`)."""
-    threads = world if mode == "dgl" else 1
+    threads = _threads(mode, world)
     env = common.suite_env(threads, args.allocator, sarlite=mode != "dgl")
     return env, records.run_facts(processes=1 if mode == "dgl" else world,
                                   torch_threads=threads, env=env, sarlite_init=mode != "dgl")
@@ -223,7 +228,7 @@ def _measure(case: Case, mode: str, world: int, args, runs_dir: Path, env: dict)
     """One run of ``mode`` on ``world`` workers (DGL: threads) in environment ``env``: its
     record. Raises ``RuntimeError`` or ``subprocess.TimeoutExpired`` when it fails."""
     extra = _worker_args(case, args.pipeline_depth, args.device, args.halo_dtype)
-    threads = world if mode == "dgl" else 1
+    threads = _threads(mode, world)
     settings = {}
     if mode == "dgl":
         halo = [0]
@@ -281,6 +286,7 @@ def run_case(case: Case, plan: list[tuple[str, int]], args, out: Path,
     ok = True
     runs_dir = out / "runs" / case.name
     runs_dir.mkdir(parents=True, exist_ok=True)
+    recorded = {}
     for mode, world in plan:
         label = _label(mode, world)
         start = _announce(counter, total, f"{case.name} {label}")
@@ -291,7 +297,7 @@ def run_case(case: Case, plan: list[tuple[str, int]], args, out: Path,
             ok = False
             record = {"case": case.name, "model": case.model, "mode": mode,
                       "world_size": world, "run": label,
-                      "threads": world if mode == "dgl" else 1, "error": str(err)[-2000:]}
+                      "threads": _threads(mode, world), "error": str(err)[-2000:]}
             _failed(start, err)
         else:
             bound = record["bound_bytes"]
@@ -303,12 +309,12 @@ def run_case(case: Case, plan: list[tuple[str, int]], args, out: Path,
                   flush=True)
         record.update(allocator_policy=args.allocator, facts=facts)
         (runs_dir / _file_name(label)).write_text(json.dumps(record, indent=1))
+        recorded[mode, world] = record
     timed = timed_runs(plan)
     for round_ in range(2, args.time_runs + 1):
         # every other round in reverse, so that neither run of a pair always goes first
         for mode, world in (timed[::-1] if round_ % 2 == 0 else timed):
-            path = runs_dir / _file_name(_label(mode, world))
-            record = json.loads(path.read_text())
+            record = recorded[mode, world]
             if "error" in record:
                 continue
             start = _announce(counter, total, f"{case.name} {record['run']}, run {round_} "
@@ -320,10 +326,10 @@ def run_case(case: Case, plan: list[tuple[str, int]], args, out: Path,
                 ok = False
                 _failed(start, err)
                 continue
-            record = add_repeat(record, again, facts)
+            record = recorded[mode, world] = add_repeat(record, again, facts)
             print(f"{time.perf_counter() - start:.0f} s: epoch {again['median_epoch_s']:.2f} s "
                   f"(median of the runs so far {record['median_epoch_s']:.2f} s)", flush=True)
-            path.write_text(json.dumps(record, indent=1))
+            (runs_dir / _file_name(record["run"])).write_text(json.dumps(record, indent=1))
     return ok
 
 
