@@ -59,7 +59,8 @@ def _pid_gone(pid):
     try:
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().rsplit(")", 1)[1].split()[0] in "ZX"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
+        # reaped before open (ENOENT) or between open and read (ESRCH)
         return True
 
 
