@@ -24,6 +24,12 @@ off the output gradient
 Mode ``sa`` keeps the forward's autograd graph instead and only sends gradients back.
 The backward is not itself differentiable: double backward is refused.
 
+In mode ``sar`` a ``mean`` is the function's ``sum`` divided by the in-degrees outside it,
+in place and under autograd, as DGL's own ``mean`` is a ``sum`` divided by the in-degrees:
+the same numbers both ways, and the backward's divided output gradient is the one autograd
+makes, so the undivided one is freed before the function's backward runs (one gradient of
+the destinations' size at the peak of a ``mean``'s backward, not two).
+
 With ``max_rows_per_step`` a remote shard is split by source row into chunks
 (:meth:`GraphShard.chunks <sarlite.core.shards.GraphShard.chunks>`), and every pass above
 runs step by step instead of round by round: a chunk's rows are fetched, used and freed,
@@ -40,7 +46,7 @@ shards, so the function is a collective in both passes.
 from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import dgl.function as fn
 import torch
@@ -182,6 +188,9 @@ def run_sequential(graph: ShardSet, message: Message, values: list[torch.Tensor]
     parameters of :func:`message_has_parameters`. Collective.
     """
     keep_graph = keep_graph and torch.is_grad_enabled()
+    divides = message.reducer == "mean" and not keep_graph
+    if divides:                         # the sum, divided below (see the module's note)
+        message = replace(message, reducer="sum")
     op, forward = _forward(graph, message, values, declared, keep_graph)
     inputs = list(values) + list(op.captured)
     if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
@@ -189,6 +198,8 @@ def run_sequential(graph: ShardSet, message: Message, values: list[torch.Tensor]
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     else:
         outputs = tuple(o.detach() for o in forward.outputs)
+    if divides:
+        outputs = (outputs[0].div_(_degree_view(graph, outputs[0])),)
     return dict(zip(op.out_names, outputs))
 
 
@@ -593,11 +604,8 @@ def _backward_rematerialized(op: OpContext, winner, grad_outputs, src_vals, dst_
     dst_grads = [_zeros(t) if t.requires_grad else None for t in dst_vals]
     edge_grads = [_zeros(t) if t.requires_grad else None for t in edge_vals]
     captured_grads = [None] * len(op.captured)
-    reducer = message.reducer
-    grad_agg = None
-    if reducer is not None:
-        grad_agg = grad_outputs[0] / _degree_view(graph, grad_outputs[0]) \
-            if reducer == "mean" else grad_outputs[0]
+    reducer = message.reducer             # never "mean" here: run_sequential divides
+    grad_agg = grad_outputs[0] if reducer is not None else None
     multiplies = op.multiplies and takes_product_back(graph.kernels, src_vals[0],
                                                       edge_vals[0])
     steps = ((step, graph.piece(step), None) for step in graph.steps) if op.shapes_only \
