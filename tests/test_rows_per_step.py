@@ -189,7 +189,7 @@ def test_the_default_step_size_is_auto_and_none_means_whole_shards():
         EngineOptions(max_rows_per_step="half")
 
 
-def test_auto_steps_are_a_twelfth_of_the_fewest_rows_a_rank_holds_but_at_least_the_floor():
+def test_auto_steps_are_a_third_of_the_fewest_rows_a_rank_holds_but_at_least_the_floor():
     from sarlite.core.options import AUTO_STEP_DIVISOR, AUTO_STEP_FLOOR, step_rows
     assert step_rows("auto", (100, 50)) == AUTO_STEP_FLOOR           # small graphs
     big = (AUTO_STEP_FLOOR * AUTO_STEP_DIVISOR * 3, AUTO_STEP_FLOOR * AUTO_STEP_DIVISOR * 2)

@@ -39,9 +39,12 @@ def check_max_rows(rows: int | None) -> int | None:
 
 
 #: ``max_rows_per_step="auto"`` (the default): a step fetches at most the fewest
-#: destination rows any rank holds divided by this (so the halo rows in flight stay a
-#: small part of a layer's own activations, on any cut) ...
-AUTO_STEP_DIVISOR = 12
+#: destination rows any rank holds divided by this. At the peak of a pass a step holds
+#: about three step-sized row buffers (the rows or their gradients being used, sent and
+#: received); at a third of a layer's rows these stay within what the layer's own dense
+#: backward holds anyway, so a pass's peak stays the layer's on any cut, with as few steps
+#: (each costs a message and a pass over the destinations it reaches) as that allows ...
+AUTO_STEP_DIVISOR = 3
 #: ... and never fewer than this many rows (small graphs keep whole shards).
 AUTO_STEP_FLOOR = 1024
 
@@ -118,7 +121,7 @@ class EngineOptions:
     at most this many rows (forward, rematerialized backward and the gradients sent
     back), so the transient memory of a step follows the chunk, not the cut; results stay
     exact. ``"auto"`` (the default) picks the size from the graph (:func:`step_rows`):
-    shards of a good cut run whole, those of a bad cut in steps of a twelfth of the
+    shards of a good cut run whole, those of a bad cut in steps of a third of the
     fewest rows a rank holds; ``"whole"`` (or ``None``): a whole shard per ring round.
     ``kernels``: ``"dgl"`` runs each shard's message passing on DGL's kernels, ``"torch"``
     on sarlite's own (:mod:`sarlite.core.kernels`: torch operations, on any device; the

@@ -103,7 +103,7 @@ class EngineConfig(_Section):
                              None] = Field(
         "auto", description="rows of a remote shard fetched, used and freed at once "
         "(forward, rematerialized backward, gradients); bounds transient memory by the "
-        "chunk, not the cut; exact (auto: whole shards on a good cut, steps of a twelfth "
+        "chunk, not the cut; exact (auto: whole shards on a good cut, steps of a third "
         "of the fewest rows a worker holds on a bad one; whole or null: a whole shard "
         "per ring round)")
     halo_dtype: Literal["float32", "bfloat16", "float16"] = Field(
