@@ -189,12 +189,16 @@ def test_the_default_step_size_is_auto_and_none_means_whole_shards():
         EngineOptions(max_rows_per_step="half")
 
 
-def test_auto_steps_are_a_third_of_the_fewest_rows_a_rank_holds_but_at_least_the_floor():
-    from sarlite.core.options import AUTO_STEP_DIVISOR, AUTO_STEP_FLOOR, step_rows
-    assert step_rows("auto", (100, 50)) == AUTO_STEP_FLOOR           # small graphs
-    big = (AUTO_STEP_FLOOR * AUTO_STEP_DIVISOR * 3, AUTO_STEP_FLOOR * AUTO_STEP_DIVISOR * 2)
-    assert step_rows("auto", big) == AUTO_STEP_FLOOR * 2              # the fewest rows
-    assert step_rows("whole", big) is None and step_rows(7, big) == 7
+def test_auto_steps_are_a_third_of_the_fewest_rows_along_the_edges_else_a_twelfth():
+    from sarlite.core.options import (AUTO_STEP_DIVISOR, AUTO_STEP_DIVISOR_PER_DESTINATION,
+                                      AUTO_STEP_FLOOR, step_rows)
+    assert (AUTO_STEP_DIVISOR, AUTO_STEP_DIVISOR_PER_DESTINATION) == (3, 12)
+    for along_edges, divisor in ((True, 3), (False, 12)):
+        assert step_rows("auto", (100, 50), along_edges) == AUTO_STEP_FLOOR  # small graphs
+        big = (AUTO_STEP_FLOOR * divisor * 3, AUTO_STEP_FLOOR * divisor * 2)
+        assert step_rows("auto", big, along_edges) == AUTO_STEP_FLOOR * 2  # the fewest rows
+        assert step_rows("whole", big, along_edges) is None
+        assert step_rows(7, big, along_edges) == 7
 
 
 def _default_and_whole(rank, world, config, state):
@@ -204,7 +208,7 @@ def _default_and_whole(rank, world, config, state):
         g, conv, out, xgrad = _sage_mean_pass(data, state, rows)
         sarlite.all_reduce_gradients(conv)
         steps = sarlite.core.sar_op.ShardSet(tuple(g.shards), g.plan, g.in_degrees(),
-                                            g.engine_options()).steps
+                                            g.engine_options(), along_edges=True).steps
         outs.append((out, xgrad, conv.fc_neigh.weight.grad, len(steps)))
     return outs
 

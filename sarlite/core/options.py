@@ -39,12 +39,17 @@ def check_max_rows(rows: int | None) -> int | None:
 
 
 #: ``max_rows_per_step="auto"`` (the default): a step fetches at most the fewest
-#: destination rows any rank holds divided by this. At the peak of a pass a step holds
-#: about three step-sized row buffers (the rows or their gradients being used, sent and
-#: received); at a third of a layer's rows these stay within what the layer's own dense
-#: backward holds anyway, so a pass's peak stays the layer's on any cut, with as few steps
-#: (each costs a message and a pass over the destinations it reaches) as that allows ...
+#: destination rows any rank holds divided by this, in a call whose steps add their rows
+#: along the edges straight into the output (``copy_u`` + ``sum``/``mean`` in ``sar``
+#: mode: GraphConv, SAGEConv). At the peak of such a pass a step holds about three
+#: step-sized row buffers (the rows or their gradients being used, sent and received); at
+#: a third of a layer's rows these stay within what the layer's own dense backward holds
+#: anyway, so the pass's peak stays the layer's on any cut, with as few steps (each costs
+#: a message and a pass over the destinations it reaches) as that allows ...
 AUTO_STEP_DIVISOR = 3
+#: ... and by this in any other call, whose steps also hold an aggregate or a gathered
+#: gradient for every destination they reach (up to one row per edge: GATConv's) ...
+AUTO_STEP_DIVISOR_PER_DESTINATION = 12
 #: ... and never fewer than this many rows (small graphs keep whole shards).
 AUTO_STEP_FLOOR = 1024
 
@@ -63,19 +68,22 @@ def check_step_rows(rows: int | str | None) -> int | str:
     return rows
 
 
-def step_rows(setting: int | str, dst_counts) -> int | None:
+def step_rows(setting: int | str, dst_counts, along_edges: bool = False) -> int | None:
     """The rows per step that ``setting`` (see :func:`check_step_rows`) gives on a graph
     whose ranks hold ``dst_counts`` destination rows each; ``None``: whole shards.
 
-    ``"auto"`` is ``max(AUTO_STEP_FLOOR, ceil(min(dst_counts) / AUTO_STEP_DIVISOR))``: a
-    shard whose rows fit in one such step still runs whole (a good cut costs nothing),
-    a larger one (a bad cut) in steps of that size. Every rank computes the same value.
+    ``"auto"`` is ``max(AUTO_STEP_FLOOR, ceil(min(dst_counts) / divisor))``, the divisor
+    :data:`AUTO_STEP_DIVISOR` for a call whose steps add along the edges (``along_edges``)
+    and :data:`AUTO_STEP_DIVISOR_PER_DESTINATION` for any other: a shard whose rows fit in
+    one such step still runs whole (a good cut costs nothing), a larger one (a bad cut) in
+    steps of that size. Every rank computes the same value.
     """
     if setting == "whole":
         return None
     if setting == "auto":
         fewest = min(dst_counts, default=0)
-        return max(AUTO_STEP_FLOOR, -(-fewest // AUTO_STEP_DIVISOR))
+        divisor = AUTO_STEP_DIVISOR if along_edges else AUTO_STEP_DIVISOR_PER_DESTINATION
+        return max(AUTO_STEP_FLOOR, -(-fewest // divisor))
     return setting
 
 
@@ -122,7 +130,8 @@ class EngineOptions:
     back), so the transient memory of a step follows the chunk, not the cut; results stay
     exact. ``"auto"`` (the default) picks the size from the graph (:func:`step_rows`):
     shards of a good cut run whole, those of a bad cut in steps of a third of the
-    fewest rows a rank holds; ``"whole"`` (or ``None``): a whole shard per ring round.
+    fewest rows a rank holds (a twelfth in calls other than ``copy_u`` + ``sum``/``mean``,
+    whose steps also hold a row per destination they reach); ``"whole"`` (or ``None``): a whole shard per ring round.
     ``kernels``: ``"dgl"`` runs each shard's message passing on DGL's kernels, ``"torch"``
     on sarlite's own (:mod:`sarlite.core.kernels`: torch operations, on any device; the
     DGL that pip installs has no CUDA kernels); ``None`` or ``"auto"``: DGL's on the CPU,

@@ -70,7 +70,9 @@ class ShardSet:
     :class:`~sarlite.core.options.EngineOptions` (``pipeline_depth``,
     ``max_collective_rows``, ``halo_dtype``, ``max_rows_per_step`` as documented there);
     ``kernels``: ``"dgl"`` or ``"torch"``, the options' kernels resolved for the graph's
-    device, the blocks each step runs on (see :mod:`sarlite.core.local_blocks`).
+    device, the blocks each step runs on (see :mod:`sarlite.core.local_blocks`);
+    ``along_edges``: whether the call's steps add their rows along the edges into the
+    output (the size ``"auto"`` steps take, see :func:`~sarlite.core.options.step_rows`).
     """
 
     shards: tuple[GraphShard, ...]
@@ -78,11 +80,13 @@ class ShardSet:
     in_degrees: torch.Tensor
     options: EngineOptions = EngineOptions()
     kernels: str = "dgl"
+    along_edges: bool = False
 
     @property
     def step_rows(self) -> int | None:
         """The rows per step the options give on this graph (``None``: whole shards)."""
-        return step_rows(self.options.max_rows_per_step, self.plan.dst_counts)
+        return step_rows(self.options.max_rows_per_step, self.plan.dst_counts,
+                         self.along_edges)
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -188,6 +192,7 @@ def run_sequential(graph: ShardSet, message: Message, values: list[torch.Tensor]
     parameters of :func:`message_has_parameters`. Collective.
     """
     keep_graph = keep_graph and torch.is_grad_enabled()
+    graph = replace(graph, along_edges=not keep_graph and _copies_and_sums(message))
     divides = message.reducer == "mean" and not keep_graph
     if divides:                         # the sum, divided below (see the module's note)
         message = replace(message, reducer="sum")

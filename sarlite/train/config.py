@@ -104,8 +104,8 @@ class EngineConfig(_Section):
         "auto", description="rows of a remote shard fetched, used and freed at once "
         "(forward, rematerialized backward, gradients); bounds transient memory by the "
         "chunk, not the cut; exact (auto: whole shards on a good cut, steps of a third "
-        "of the fewest rows a worker holds on a bad one; whole or null: a whole shard "
-        "per ring round)")
+        "of the fewest rows a worker holds on a bad one, a twelfth for calls other than "
+        "copy_u + sum/mean; whole or null: a whole shard per ring round)")
     halo_dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="type halo rows and their gradients travel in; bfloat16 / "
         "float16 halve the bytes but are no longer exact (float32: exact)")
