@@ -131,7 +131,8 @@ class EngineOptions:
     exact. ``"auto"`` (the default) picks the size from the graph (:func:`step_rows`):
     shards of a good cut run whole, those of a bad cut in steps of a third of the
     fewest rows a rank holds (a twelfth in calls other than ``copy_u`` + ``sum``/``mean``,
-    whose steps also hold a row per destination they reach); ``"whole"`` (or ``None``): a whole shard per ring round.
+    whose steps also hold a row per destination they reach); ``"whole"`` (or ``None``):
+    a whole shard per ring round.
     ``kernels``: ``"dgl"`` runs each shard's message passing on DGL's kernels, ``"torch"``
     on sarlite's own (:mod:`sarlite.core.kernels`: torch operations, on any device; the
     DGL that pip installs has no CUDA kernels); ``None`` or ``"auto"``: DGL's on the CPU,
