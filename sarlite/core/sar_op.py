@@ -413,7 +413,7 @@ def _forward(graph: ShardSet, message: Message, values, declared, keep_graph: bo
         dst_vals = [t.detach() for t in dst_vals]
         edge_vals = [t.detach() for t in edge_vals]
     capture = Captures(declared) if message.udf and torch.is_grad_enabled() else None
-    copies = not keep_graph and _copies_and_sums(message)
+    copies = graph.along_edges            # set by run_sequential for this call
     state, per_step, fetched_leaves, rng_states = (None, None), {}, {}, {}
     # the copy_u + sum path uses a step's rows up within the step: its buffers are reused
     for step, piece, fetched in graph.fetched(src_vals, FETCH_KIND, reuse=copies):
