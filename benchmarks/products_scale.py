@@ -273,11 +273,13 @@ def markdown(result: dict) -> str:
             name += f", {r.get('parts', result['parts'])} parts"
             peak = r.get("peak_rss_gib", r["watched_peak_gib"])
             over = ">" if r["status"] != "ok" else ""
-            lines.append(f"| {name} | {r['status']} | {r.get('load_s', 0):.0f} | "
-                         f"{r.get('partition_s', 0):.0f} | {r.get('total_s', r['wall_s']):.0f}"
-                         f" | {over}{peak:.2f} | {r.get('edge_cut', '-')} |")
-        dgl = next((r for r in part if r["tool"] == "dgl"), None)
-        for r in part:
+            seconds = [f"{r[k]:.0f}" if k in r else "-" for k in ("load_s", "partition_s")]
+            lines.append(f"| {name} | {r['status']} | {seconds[0]} | {seconds[1]} | "
+                         f"{r.get('total_s', r['wall_s']):.0f} | {over}{peak:.2f} | "
+                         f"{r.get('edge_cut', '-')} |")
+        for r in part:            # against DGL's run into as many parts
+            dgl = next((d for d in part if d["tool"] == "dgl"
+                        and d.get("parts") == r.get("parts")), None)
             if dgl is None or r["tool"] == "dgl" or r["status"] != "ok":
                 continue
             if dgl["status"] == "ok":
@@ -285,7 +287,8 @@ def markdown(result: dict) -> str:
             else:
                 ratio = (f"< {r['peak_rss_gib'] / dgl['watched_peak_gib']:.2f}x DGL's peak "
                          f"(DGL was stopped at {dgl['watched_peak_gib']:.1f} GiB)")
-            lines.append(f"\n{r['tool']}: {ratio}; goal <= 0.70x and <= 12 GB.")
+            lines.append(f"\n{r['tool']}, {r['parts']} parts: {ratio}; "
+                         f"goal <= 0.70x and <= 12 GB.")
         lines.append("")
     for hidden, entry in sorted((result.get("train") or {}).items(), key=lambda x: int(x[0])):
         lines += [f"## One epoch of GraphSAGE-mean 3 x {hidden}", "",
