@@ -287,7 +287,7 @@ def markdown(result: dict) -> str:
             else:
                 ratio = (f"< {r['peak_rss_gib'] / dgl['watched_peak_gib']:.2f}x DGL's peak "
                          f"(DGL was stopped at {dgl['watched_peak_gib']:.1f} GiB)")
-            lines.append(f"\n{r['tool']}, {r['parts']} parts: {ratio}; "
+            lines.append(f"\n{r['tool']}, {r.get('parts', result['parts'])} parts: {ratio}; "
                          f"goal <= 0.70x and <= 12 GB.")
         lines.append("")
     for hidden, entry in sorted((result.get("train") or {}).items(), key=lambda x: int(x[0])):
