@@ -267,19 +267,20 @@ def markdown(result: dict) -> str:
         lines += ["## Files on disk to written partitions", "",
                   "| tool | status | load (s) | partition + write (s) | total (s) | "
                   "peak RSS (GiB) | edge cut |", "|---|---|---|---|---|---|---|"]
-        for r in part:
+        counts = [r.get("parts", result["parts"]) for r in part]     # older records: none
+        for r, parts in zip(part, counts):
             name = r["tool"] if r["tool"] == "dgl" else \
                 f"{r['tool']} (metis_max_edges={r.get('metis_max_edges')!r})"
-            name += f", {r.get('parts', result['parts'])} parts"
+            name += f", {parts} parts"
             peak = r.get("peak_rss_gib", r["watched_peak_gib"])
             over = ">" if r["status"] != "ok" else ""
             seconds = [f"{r[k]:.0f}" if k in r else "-" for k in ("load_s", "partition_s")]
             lines.append(f"| {name} | {r['status']} | {seconds[0]} | {seconds[1]} | "
                          f"{r.get('total_s', r['wall_s']):.0f} | {over}{peak:.2f} | "
                          f"{r.get('edge_cut', '-')} |")
-        for r in part:            # against DGL's run into as many parts
-            dgl = next((d for d in part if d["tool"] == "dgl"
-                        and d.get("parts") == r.get("parts")), None)
+        dgls = [(d, n) for d, n in zip(part, counts) if d["tool"] == "dgl"]
+        for r, parts in zip(part, counts):      # against DGL's run into as many parts
+            dgl = next((d for d, n in dgls if n == parts), None)
             if dgl is None or r["tool"] == "dgl" or r["status"] != "ok":
                 continue
             if dgl["status"] == "ok":
@@ -287,8 +288,7 @@ def markdown(result: dict) -> str:
             else:
                 ratio = (f"< {r['peak_rss_gib'] / dgl['watched_peak_gib']:.2f}x DGL's peak "
                          f"(DGL was stopped at {dgl['watched_peak_gib']:.1f} GiB)")
-            lines.append(f"\n{r['tool']}, {r.get('parts', result['parts'])} parts: {ratio}; "
-                         f"goal <= 0.70x and <= 12 GB.")
+            lines.append(f"\n{r['tool']}, {parts} parts: {ratio}; goal <= 0.70x and <= 12 GB.")
         lines.append("")
     for hidden, entry in sorted((result.get("train") or {}).items(), key=lambda x: int(x[0])):
         lines += [f"## One epoch of GraphSAGE-mean 3 x {hidden}", "",
