@@ -48,6 +48,56 @@ def test_an_exchange_of_known_sizes_delivers_rank_0s_rows_first_and_counts_their
         assert counted["sent"] == sent_rows * 2 * 4
 
 
+def _known_into(rank, world, rows_out, max_rows):
+    import torch.distributed as dist
+    sent = []
+    post = dist.all_to_all_single
+
+    def recorded(output, input, *args, **kwargs):
+        sent.append(input.data_ptr())
+        return post(output, input, *args, **kwargs)
+    dist.all_to_all_single = recorded
+    # rank r sends r + 1 rows to every other rank: pieces of one tensor, in rank order
+    rows = torch.arange(3.0 * (rank + 1) * world).reshape(-1, 3) + 100 * rank
+    counts = [0 if k == rank else rank + 1 for k in range(world)]
+    out = torch.empty(sum(j + 1 for j in range(world) if j != rank) + rows_out, 3)
+    try:
+        got = start_known_rows(list(rows[:sum(counts)].split(counts)),
+                               [0 if j == rank else j + 1 for j in range(world)],
+                               kind="known", max_rows=max_rows, out=out).wait()
+    except ValueError as error:
+        return str(error)
+    return got.tolist(), got.data_ptr() == out.data_ptr(), sent[0] == rows.data_ptr()
+
+
+def _expected_known(rank, world):
+    # rank j's piece for this rank follows its pieces for the ranks before it but itself
+    def start(j):
+        return (j + 1) * sum(1 for k in range(rank) if k != j)
+    return [[100.0 * j + 3 * (start(j) + i) + c for c in range(3)]
+            for j in range(world) if j != rank for i in range(j + 1)]
+
+
+def test_an_exchange_of_known_sizes_receives_into_the_buffer_it_is_given():
+    for rank, (values, same, _) in enumerate(spawn(_known_into, 3, 0, None, timeout=120)):
+        assert values == _expected_known(rank, 3) and same
+
+
+def test_an_exchange_sends_the_pieces_of_one_tensor_as_they_lie_without_a_copy():
+    for _, _, unpacked in spawn(_known_into, 3, 0, None, timeout=120):
+        assert unpacked
+
+
+def test_an_exchange_of_known_sizes_in_calls_of_at_most_max_rows_delivers_the_same_rows():
+    for rank, (values, same, _) in enumerate(spawn(_known_into, 3, 0, 1, timeout=120)):
+        assert values == _expected_known(rank, 3) and same
+
+
+def test_an_exchange_of_known_sizes_refuses_a_receive_buffer_of_the_wrong_size():
+    for rank, message in enumerate(spawn(_known_into, 2, 1, None, timeout=120)):
+        assert f"receive buffer of {2 - rank} rows of width 3" in message
+
+
 def _ring_rounds(rank, world):
     seen = []
     for round_ in range(world):

@@ -287,25 +287,26 @@ def test_multi_rank_contract(tmp_path):
             torch.testing.assert_close(a, b, **TOL)
 
 
-def _mismatched_width(rank, world, config):
+def _mismatched_width(rank, world, config, mode="sar"):
     data = sarlite.load_partition_data(config)
-    g = sarlite.construct_full_graph(data)
+    g = sarlite.construct_full_graph(data, mode=mode)
     conv = dglnn.GraphConv(3 + rank, 8, allow_zero_in_degree=True)   # aggregates first
     return conv(g, torch.randn(data.num_owned_nodes, 3 + rank))
 
 
-def _errors_of_both_ranks(fn, tmp_path) -> list[str]:
+def _errors_of_both_ranks(fn, tmp_path, *args) -> list[str]:
     """Run ``fn`` on 2 workers that must both fail; their error texts."""
     g = random_graph(num_nodes=40, num_edges=160)
     sarlite.partition_graph(g, "g", 2, tmp_path)
     with pytest.raises(WorkerError) as caught:
-        spawn(fn, 2, str(tmp_path / "g.json"), timeout=120, kill_on_error=False)
+        spawn(fn, 2, str(tmp_path / "g.json"), *args, timeout=120, kill_on_error=False)
     assert set(caught.value.errors) == {0, 1}
     return list(caught.value.errors.values())
 
 
-def test_ranks_passing_different_widths_fail_with_the_field_named(tmp_path):
-    for text in _errors_of_both_ranks(_mismatched_width, tmp_path):
+@pytest.mark.parametrize("mode", ["sar", "one-shot"])
+def test_ranks_passing_different_widths_fail_with_the_field_named(tmp_path, mode):
+    for text in _errors_of_both_ranks(_mismatched_width, tmp_path, mode):
         assert "update_all" in text and "(3,)" in text and "(4,)" in text
 
 

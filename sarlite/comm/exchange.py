@@ -31,6 +31,40 @@ def _nbytes(tensor: torch.Tensor) -> int:
     return tensor.numel() * tensor.element_size()
 
 
+def _receive_buffer(out: torch.Tensor | None, rows: int, like: torch.Tensor,
+                    what: str) -> torch.Tensor:
+    """A ``(rows, width)`` receive buffer of ``like``'s width, dtype and device: ``out``
+    viewed as rows when the caller gives one (checked), else a new tensor.
+
+    Raises ``ValueError`` (before anything is sent) when ``out`` does not fit."""
+    if out is None:
+        return like.new_empty((rows, like.shape[1]))
+    flat = _as_rows(out)
+    if flat.shape != (rows, like.shape[1]) or flat.dtype != like.dtype or \
+            flat.device != like.device or not flat.is_contiguous():
+        raise ValueError(f"{what}: a receive buffer of {rows} rows of width {like.shape[1]} "
+                         f"({like.dtype}, {like.device}) is needed, got {tuple(flat.shape)} "
+                         f"({flat.dtype}, {flat.device})")
+    return flat
+
+
+def _packed(chunks: list[torch.Tensor]) -> torch.Tensor:
+    """The chunks' rows, in order, as one contiguous ``(rows, width)`` tensor: a view when
+    they already lie back to back in one contiguous tensor (as the pieces of
+    ``tensor.split(counts)`` do), else a copy. The chunks have one trailing shape and
+    dtype."""
+    rows = [_as_rows(c) for c in chunks]
+    first, width = rows[0], rows[0].shape[1]
+    at = first.storage_offset()
+    for piece in rows:
+        if not piece.is_contiguous() or piece.storage_offset() != at or \
+                piece.untyped_storage().data_ptr() != first.untyped_storage().data_ptr():
+            return torch.cat(rows)
+        at += piece.numel()
+    total = sum(piece.shape[0] for piece in rows)
+    return first.as_strided((total, width), (width, 1), first.storage_offset())
+
+
 class PendingRows:
     """Rows arriving from an asynchronous exchange; ``wait()`` returns them.
 
@@ -109,12 +143,7 @@ def ring_exchange(rows: torch.Tensor, send_to: int, num_recv: int, recv_from: in
         raise ValueError(f"ring_exchange {kind!r}: {max(rows.shape[0], num_recv)} rows do "
                          f"not fit in {calls} calls of {max_rows}")
     flat = _as_rows(rows).to(comm_device()).contiguous()
-    out = flat.new_empty((num_recv, flat.shape[1])) if out is None else _as_rows(out)
-    if out.shape != (num_recv, flat.shape[1]) or out.dtype != flat.dtype or \
-            out.device != flat.device or not out.is_contiguous():
-        raise ValueError(f"ring_exchange {kind!r}: a receive buffer of {num_recv} rows of "
-                         f"width {flat.shape[1]} ({flat.dtype}, {flat.device}) is needed, "
-                         f"got {tuple(out.shape)} ({out.dtype}, {out.device})")
+    out = _receive_buffer(out, num_recv, flat, f"ring_exchange {kind!r}")
     works = []
     for (s_start, s_rows), (r_start, r_rows) in zip(_pieces(flat.shape[0], calls, max_rows),
                                                     _pieces(num_recv, calls, max_rows)):
@@ -233,14 +262,17 @@ def all_to_all_rows(chunks: list[torch.Tensor], kind: str,
 
 
 def _send_rows(chunks: list[torch.Tensor], recv_counts: list[int], kind: str,
-               max_rows: int | None, async_op: bool) -> PendingRows:
+               max_rows: int | None, async_op: bool,
+               out: torch.Tensor | None = None) -> PendingRows:
     """The payload of an exchange whose receive counts are known: ``chunks[k]`` to rank
     ``k``, ``recv_counts[k]`` rows from it, in one ``all_to_all_single`` (asynchronous
     with ``async_op``), or with ``max_rows`` in as many synchronous calls as the largest
-    pair needs. Counts the bytes in :mod:`~sarlite.comm.traffic`."""
+    pair needs; received into ``out`` when given (see :func:`_receive_buffer`). Chunks
+    that lie back to back in one tensor are sent from it without a copy. Counts the
+    bytes in :mod:`~sarlite.comm.traffic`."""
     send_counts = [c.shape[0] for c in chunks]
-    flat = torch.cat([_as_rows(c) for c in chunks]).to(comm_device()).contiguous()
-    out = flat.new_empty((sum(recv_counts), flat.shape[1]))
+    flat = _packed(chunks).to(comm_device()).contiguous()
+    out = _receive_buffer(out, sum(recv_counts), flat, f"all_to_all {kind!r}")
     works = []
     if max_rows is None:
         work = guarded(kind, lambda: dist.all_to_all_single(
@@ -276,10 +308,20 @@ def _split_all_to_all(out: torch.Tensor, flat: torch.Tensor, recv_counts: list[i
 
 
 def start_known_rows(chunks: list[torch.Tensor], recv_counts: list[int],
-                     kind: str) -> PendingRows:
+                     kind: str, max_rows: int | None = None,
+                     out: torch.Tensor | None = None) -> PendingRows:
     """Start sending ``chunks[k]`` to rank ``k`` when this rank already knows how many rows
     each rank sends it (``recv_counts[k]``): one asynchronous ``all_to_all_single``, no
     header exchange. ``wait()`` on the result gives the received rows, rank 0's first.
+    Chunks that lie back to back in one tensor (the pieces of ``rows.split(counts)``) go
+    out without a copy.
+
+    ``max_rows`` (the same on every rank): the rows move in as many synchronous calls as
+    the largest pair needs, at most ``max_rows`` rows per pair each, and the exchange is
+    complete when this returns. ``out``: a contiguous tensor of ``sum(recv_counts)`` rows of
+    the chunks' row size and dtype on the communication device to receive into, instead of
+    a new one; ``wait()`` then returns a view of it (``ValueError`` before anything is sent
+    when it does not fit).
 
     For exchanges whose sizes were settled by an earlier one, such as the answers to a
     pull, whose rows have the shape and dtype the ranks agreed on when the tensor was
@@ -293,5 +335,10 @@ def start_known_rows(chunks: list[torch.Tensor], recv_counts: list[int],
         raise ValueError(f"need one chunk and one count per rank ({size}), got "
                          f"{len(chunks)} and {len(recv_counts)}")
     if size == 1:
-        return PendingRows([], chunks[0], chunks[0].shape[1:], chunks[0].device)
-    return _send_rows(chunks, recv_counts, kind, None, async_op=True)
+        rows = chunks[0]
+        if out is not None:
+            out = _receive_buffer(out, recv_counts[0], _as_rows(rows), f"all_to_all {kind!r}")
+            rows = out.copy_(_as_rows(rows)).view(rows.shape)
+        return PendingRows([], rows, rows.shape[1:], rows.device)
+    return _send_rows(chunks, recv_counts, kind, max_rows, async_op=max_rows is None,
+                      out=out)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ..comm import all_to_all_rows, rank
+from ..comm import agree_row_shapes, comm_device, rank, start_known_rows
 from .local_blocks import BlockCache, resolve
 from .graph_view import ShardedGraphBase
 from .kernels import EdgeIndex, narrow
@@ -88,6 +88,7 @@ class DistributedBlock(ShardedGraphBase):
         self.plan = plan
         self.halo = halo
         self._edge_ids = edge_ids
+        self._sends = None
         self._ordered = None
         self._reversed = None
         self.input_nodes, self.output_nodes = input_nodes, output_nodes
@@ -135,20 +136,39 @@ class DistributedBlock(ShardedGraphBase):
         return merged
 
     # -- the halo exchange -------------------------------------------------------------
-    def halo_sizes(self) -> list[int]:
-        """Halo rows received from each other rank, in rank order (self excluded)."""
-        return [n for k, n in enumerate(self.halo) if k != rank()]
+    def _send_order(self) -> tuple[torch.Tensor, list[int]]:
+        """The owned rows other ranks read, grouped by reader in rank order, and how many
+        each reader gets (0 for this rank); made once."""
+        if self._sends is None:
+            me = rank()
+            counts = [0 if k == me else idx.numel() for k, idx in enumerate(self.plan.send_idx)]
+            rows = [idx for k, idx in enumerate(self.plan.send_idx) if k != me]
+            index = torch.cat(rows) if rows else torch.zeros(0, dtype=torch.int64,
+                                                             device=self.device)
+            self._sends = (index, counts)
+        return self._sends
 
     def _fetch_halo(self, owned: torch.Tensor) -> torch.Tensor:
-        """Owned rows followed by every halo row (collective, not differentiable)."""
-        me = rank()
+        """Owned rows followed by every halo row (collective, not differentiable).
+
+        The rows other ranks read are gathered once, in the order they are sent, and the
+        halo rows are received straight into the result; this rank's own rows are copied
+        in while they travel."""
+        num_owned = owned.shape[0]
+        index, counts = self._send_order()
         wire = self._wire(owned)
-        chunks = [owned[idx].to(wire) if k != me else owned[:0].to(wire)
-                  for k, idx in enumerate(self.plan.send_idx)]
-        received = all_to_all_rows(chunks, kind="oneshot_fetch",
-                                   max_rows=self.engine_options().max_collective_rows)
-        return torch.cat([owned] + [r.to(owned.dtype) for k, r in enumerate(received)
-                                    if k != me])
+        sending = owned[index].to(wire)
+        out = owned.new_empty((num_owned + sum(self.halo),) + tuple(owned.shape[1:]))
+        direct = wire == owned.dtype and out.device == comm_device()
+        pending = start_known_rows(
+            list(sending.split(counts)), self.halo, kind="oneshot_fetch",
+            max_rows=self.engine_options().max_collective_rows,
+            out=out[num_owned:] if direct else None)
+        out[:num_owned] = owned
+        received = pending.wait()
+        if not direct:
+            out[num_owned:] = received
+        return out
 
     def _wire(self, rows: torch.Tensor) -> torch.dtype:
         """The dtype ``rows`` travel in: the options' ``halo_dtype`` for a wider floating
@@ -157,17 +177,19 @@ class DistributedBlock(ShardedGraphBase):
         return rows.dtype if wire is None or not rows.is_floating_point() else wire
 
     def _sum_halo(self, grad: torch.Tensor) -> torch.Tensor:
-        """Owned-row gradients plus the halo-row gradients other ranks send back."""
+        """Owned-row gradients plus the halo-row gradients other ranks send back.
+
+        The halo rows go back as they lie in ``grad`` (grouped by owner), and the owned
+        rows are copied while they travel."""
         me, num_owned = rank(), self.num_src_nodes()
-        wire = self._wire(grad)
-        pieces = iter(grad[num_owned:].to(wire).split(self.halo_sizes()))
-        chunks = [next(pieces) if k != me else grad[:0].to(wire)
-                  for k in range(len(self.halo))]
-        received = all_to_all_rows(chunks, kind="oneshot_grad",
+        _, counts = self._send_order()
+        halo = grad[num_owned:].to(self._wire(grad))
+        pending = start_known_rows(list(halo.split(self.halo)), counts, kind="oneshot_grad",
                                    max_rows=self.engine_options().max_collective_rows)
         grad_owned = grad[:num_owned].clone()
-        for k, rows in enumerate(received):
-            if k != me:
+        received = pending.wait()
+        for k, rows in enumerate(received.split(counts)):
+            if k != me and rows.shape[0]:
                 grad_owned.index_add_(0, self.plan.send_idx[k], rows.to(grad.dtype))
         return grad_owned
 
@@ -203,7 +225,7 @@ class DistributedBlock(ShardedGraphBase):
         self.index = self.index.to(device)
         self._blocks = BlockCache(self.index)
         self.plan = self.plan.to(device)
-        self._ordered = self._reversed = None
+        self._ordered = self._reversed = self._sends = None
         if self.input_nodes is not None:
             self.input_nodes = self.input_nodes.to(device)
             self.output_nodes = self.output_nodes.to(device)
@@ -222,9 +244,12 @@ class DistributedBlock(ShardedGraphBase):
         blocks, perm = self._ordered
         return blocks.get(self.kernels()), perm
 
-    def _prepare(self, func, scope, perm=None):
+    def _prepare(self, func, scope, kind: str, perm=None):
         src, dst, edge = message_inputs(func, self.srcdata.keys(), self.dstdata.keys(),
                                         self.edata.keys())
+        # the exchanges below carry no header: agree on the rows' width first (one small
+        # collective), so that a rank passing another width gets an error, not a gloo abort
+        agree_row_shapes(kind, {n: self.srcdata[n] for n in src})
         scope.srcdata.update({n: HaloExchange.apply(self.srcdata[n], self) for n in src})
         scope.dstdata.update({n: self.dstdata[n] for n in dst})
         scope.edata.update({n: self.edata[n] if perm is None else self.edata[n][perm]
@@ -240,7 +265,7 @@ class DistributedBlock(ShardedGraphBase):
             check_layer(func, len(self.halo))
         block, perm = self._edge_order() if is_udf(reduce_func) else (self.block(), None)
         with block.local_scope():
-            self._prepare(message_func, block, perm)
+            self._prepare(message_func, block, "update_all", perm)
             before = dict(block.dstdata)
             block.update_all(message_func, reduce_func, apply_node_func)
             for name in _written(before, block.dstdata):
@@ -252,7 +277,7 @@ class DistributedBlock(ShardedGraphBase):
         check_layer(func, len(self.halo))
         block = self.block()
         with block.local_scope():
-            self._prepare(func, block)
+            self._prepare(func, block, "apply_edges")
             before = dict(block.edata)
             block.apply_edges(func)
             for name in _written(before, block.edata):
