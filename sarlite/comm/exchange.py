@@ -314,7 +314,7 @@ def start_known_rows(chunks: list[torch.Tensor], recv_counts: list[int],
     each rank sends it (``recv_counts[k]``): one asynchronous ``all_to_all_single``, no
     header exchange. ``wait()`` on the result gives the received rows, rank 0's first.
     Chunks that lie back to back in one tensor (the pieces of ``rows.split(counts)``) go
-    out without a copy.
+    out without a copy: that tensor must not be written to before ``wait()``.
 
     ``max_rows`` (the same on every rank): the rows move in as many synchronous calls as
     the largest pair needs, at most ``max_rows`` rows per pair each, and the exchange is
