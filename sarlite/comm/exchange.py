@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from typing import Sequence
 
 import torch
 import torch.distributed as dist
@@ -307,7 +308,7 @@ def _split_all_to_all(out: torch.Tensor, flat: torch.Tensor, recv_counts: list[i
             out.narrow(0, at + start, rows).copy_(piece)
 
 
-def start_known_rows(chunks: list[torch.Tensor], recv_counts: list[int],
+def start_known_rows(chunks: list[torch.Tensor], recv_counts: Sequence[int],
                      kind: str, max_rows: int | None = None,
                      out: torch.Tensor | None = None) -> PendingRows:
     """Start sending ``chunks[k]`` to rank ``k`` when this rank already knows how many rows
@@ -330,7 +331,7 @@ def start_known_rows(chunks: list[torch.Tensor], recv_counts: list[int],
     others send (gloo aborts on a mismatch, so callers derive both from an exchange they
     already checked). Returns at once; local work can run until ``wait()``.
     """
-    size = world_size()
+    size, recv_counts = world_size(), list(recv_counts)
     if len(chunks) != size or len(recv_counts) != size:
         raise ValueError(f"need one chunk and one count per rank ({size}), got "
                          f"{len(chunks)} and {len(recv_counts)}")

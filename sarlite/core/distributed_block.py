@@ -136,16 +136,13 @@ class DistributedBlock(ShardedGraphBase):
         return merged
 
     # -- the halo exchange -------------------------------------------------------------
-    def _send_order(self) -> tuple[torch.Tensor, list[int]]:
-        """The owned rows other ranks read, grouped by reader in rank order, and how many
-        each reader gets (0 for this rank); made once."""
+    def _send_index(self) -> torch.Tensor:
+        """The owned rows other ranks read, grouped by reader in rank order (as many per
+        reader as ``plan.counts[me]`` says); made once."""
         if self._sends is None:
-            me = rank()
-            counts = [0 if k == me else idx.numel() for k, idx in enumerate(self.plan.send_idx)]
-            rows = [idx for k, idx in enumerate(self.plan.send_idx) if k != me]
-            index = torch.cat(rows) if rows else torch.zeros(0, dtype=torch.int64,
-                                                             device=self.device)
-            self._sends = (index, counts)
+            rows = [idx for idx in self.plan.send_idx if idx is not None]
+            self._sends = torch.cat(rows) if rows else torch.zeros(0, dtype=torch.int64,
+                                                                   device=self.device)
         return self._sends
 
     def _fetch_halo(self, owned: torch.Tensor) -> torch.Tensor:
@@ -155,13 +152,13 @@ class DistributedBlock(ShardedGraphBase):
         halo rows are received straight into the result; this rank's own rows are copied
         in while they travel."""
         num_owned = owned.shape[0]
-        index, counts = self._send_order()
         wire = self._wire(owned)
-        sending = owned[index].to(wire)
+        sending = owned[self._send_index()].to(wire)
         out = owned.new_empty((num_owned + sum(self.halo),) + tuple(owned.shape[1:]))
         direct = wire == owned.dtype and out.device == comm_device()
         pending = start_known_rows(
-            list(sending.split(counts)), self.halo, kind="oneshot_fetch",
+            list(sending.split(self.plan.counts[self.plan.me])), self.halo,
+            kind="oneshot_fetch",
             max_rows=self.engine_options().max_collective_rows,
             out=out[num_owned:] if direct else None)
         out[:num_owned] = owned
@@ -181,8 +178,8 @@ class DistributedBlock(ShardedGraphBase):
 
         The halo rows go back as they lie in ``grad`` (grouped by owner), and the owned
         rows are copied while they travel."""
-        me, num_owned = rank(), self.num_src_nodes()
-        _, counts = self._send_order()
+        me, num_owned = self.plan.me, self.num_src_nodes()
+        counts = self.plan.counts[me]
         halo = grad[num_owned:].to(self._wire(grad))
         pending = start_known_rows(list(halo.split(self.halo)), counts, kind="oneshot_grad",
                                    max_rows=self.engine_options().max_collective_rows)
