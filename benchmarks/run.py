@@ -1,7 +1,7 @@
 """Benchmark suite: memory, time and traffic of sarlite side by side with single-process DGL.
 
     python -m benchmarks.run --suite quick          # < 10 min on 2 cores (make bench)
-    python -m benchmarks.run --suite full --fresh   # 45-75 min on 2 cores (48, 75 min)
+    python -m benchmarks.run --suite full --fresh   # 45-75 min on 2 cores (last two runs: 48, 75)
     python -m benchmarks.run --suite full --cases gat-homophilous-100k --world-sizes 4
 
 For every case of the suite (a graph and a model, see benchmarks/cases.py) it trains, in
