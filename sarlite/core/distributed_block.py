@@ -55,6 +55,12 @@ def _written(before: dict, after) -> list[str]:
     return [k for k in after.keys() if k not in before or after[k] is not before[k]]
 
 
+def _halo_counts(plan) -> tuple[int, ...]:
+    """The halo rows a one-shot block receives from each rank: the plan's receive counts,
+    with none from this rank (its rows are the block's first sources)."""
+    return tuple(0 if k == plan.me else rows for k, rows in enumerate(plan.num_recv))
+
+
 class DistributedBlock(ShardedGraphBase):
     """All owned in-edges as one block, with one-shot halo exchange.
 
@@ -75,7 +81,7 @@ class DistributedBlock(ShardedGraphBase):
 
     mode = "one-shot"
 
-    def __init__(self, index: EdgeIndex, plan, halo: list[int], num_src: int,
+    def __init__(self, index: EdgeIndex, plan, num_src: int,
                  in_degrees, out_degrees, edata, is_block: bool = False,
                  global_counts=None, edge_ids: torch.Tensor | None = None,
                  input_nodes=None, output_nodes=None, *,
@@ -86,7 +92,6 @@ class DistributedBlock(ShardedGraphBase):
         self.index = index
         self._blocks = BlockCache(index)
         self.plan = plan
-        self.halo = halo
         self._edge_ids = edge_ids
         self._sends = None
         self._ordered = None
@@ -108,8 +113,8 @@ class DistributedBlock(ShardedGraphBase):
                     relation: tuple[str, str, str] | None = None) -> "DistributedBlock":
         """Merge graph shards (see :mod:`sarlite.core.shards`) into one block."""
         me = rank()
-        halo = [0 if s.src_part == me else s.rows.numel() for s in shards]
-        offsets = torch.tensor([0] + halo[:-1]).cumsum(0).tolist()
+        halo = _halo_counts(plan)
+        offsets = torch.tensor([0, *halo[:-1]]).cumsum(0).tolist()
         bounds = (num_src + sum(halo), num_dst, sum(s.num_edges for s in shards))
         src, dst = [], []
         for shard, offset in zip(shards, offsets):
@@ -119,7 +124,7 @@ class DistributedBlock(ShardedGraphBase):
             dst.append(narrow(shard.index.dst, *bounds))
         index = EdgeIndex(torch.cat(src).to(in_degrees.device),
                           torch.cat(dst).to(in_degrees.device), bounds[0], num_dst)
-        return cls(index, plan, halo, num_src, in_degrees, out_degrees, edata, is_block,
+        return cls(index, plan, num_src, in_degrees, out_degrees, edata, is_block,
                    global_counts, edge_ids, input_nodes, output_nodes, options=options,
                    relation=relation)
 
@@ -136,6 +141,11 @@ class DistributedBlock(ShardedGraphBase):
         return merged
 
     # -- the halo exchange -------------------------------------------------------------
+    @property
+    def halo(self) -> tuple[int, ...]:
+        """Rows received from each rank, in rank order (0 for this rank)."""
+        return _halo_counts(self.plan)
+
     def _send_index(self) -> torch.Tensor:
         """The owned rows other ranks read, grouped by reader in rank order (as many per
         reader as ``plan.counts[me]`` says); made once."""
