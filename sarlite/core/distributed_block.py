@@ -238,9 +238,8 @@ class DistributedBlock(ShardedGraphBase):
             self.output_nodes = self.output_nodes.to(device)
 
     # -- message passing ---------------------------------------------------------------
-    def _edge_order(self) -> tuple[object, torch.Tensor]:
-        """The block with its edges in global edge-id order (on the kernels of
-        :meth:`kernels`), and that permutation."""
+    def _edge_order(self) -> tuple[BlockCache, torch.Tensor]:
+        """The blocks with the edges in global edge-id order, and that permutation."""
         if self._ordered is None:
             if self._edge_ids is None:
                 raise NotImplementedError("a Python reducer needs the global edge ids: "
@@ -248,8 +247,7 @@ class DistributedBlock(ShardedGraphBase):
                                           "or sarlite.construct_mfgs")
             perm = torch.argsort(self._edge_ids.to(self.device))
             self._ordered = (BlockCache(self.index.select(perm)), perm)
-        blocks, perm = self._ordered
-        return blocks.get(self.kernels()), perm
+        return self._ordered
 
     def _prepare(self, func, scope, kind: str, perm=None):
         src, dst, edge = message_inputs(func, self.srcdata.keys(), self.dstdata.keys(),
@@ -270,11 +268,13 @@ class DistributedBlock(ShardedGraphBase):
         """
         for func in (message_func, reduce_func):
             check_layer(func, len(self.halo))
-        block, perm = self._edge_order() if is_udf(reduce_func) else (self.block(), None)
+        blocks, perm = self._edge_order() if is_udf(reduce_func) else (self._blocks, None)
+        kernels = self.kernels()
+        block = blocks.get(kernels)
         with block.local_scope():
             self._prepare(message_func, block, "update_all", perm)
             before = dict(block.dstdata)
-            block.update_all(message_func, reduce_func, apply_node_func)
+            blocks.update_all(kernels, message_func, reduce_func, apply_node_func)
             for name in _written(before, block.dstdata):
                 self.dstdata[name] = block.dstdata[name]
 

@@ -273,10 +273,20 @@ class Adjacency:
         crow, col, order = (self.crow_t, self.col_t, self.order_t) if transposed else \
             (self.crow, self.col, self.order)
         size = (self.num_src, self.num_dst) if transposed else (self.num_dst, self.num_src)
-        with warnings.catch_warnings():          # torch calls sparse CSR "beta"
-            warnings.simplefilter("ignore", UserWarning)
-            return torch.sparse_csr_tensor(crow, col, values.index_select(0, order),
-                                           size=size)
+        return csr_matrix(crow, col, order, size, values)
+
+
+def csr_matrix(crow: torch.Tensor, col: torch.Tensor, order: torch.Tensor, size: tuple,
+               values: torch.Tensor) -> torch.Tensor:
+    """The sparse CSR matrix of ``size`` whose slot ``i`` (row-pointer ``crow``, column
+    ``col``) holds ``values[order[i]]``: ``values`` ``(E,)`` per edge in edge-id order,
+    ``order`` the edge in each slot. The index tensors are used as they are (int32 or
+    int64, one type), so a graph's own compressed rows (DGL's included) serve without a
+    copy."""
+    with warnings.catch_warnings():          # torch calls sparse CSR "beta"
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(crow, col, values.index_select(0, order),
+                                       size=size)
 
 
 def _csr(rows: torch.Tensor, cols: torch.Tensor, num_rows: int):
@@ -451,15 +461,30 @@ def _recorded_grads(ctx, adjacency: Adjacency, x, weights, per_head: bool, grad)
 def _product(adjacency: Adjacency, x: torch.Tensor, weights: torch.Tensor, per_head: bool,
              transposed: bool) -> torch.Tensor:
     rows = adjacency.num_src if transposed else adjacency.num_dst
+    return weighted_sum(lambda values: adjacency.matrix(values, transposed), rows, x,
+                        weights, per_head)
+
+
+def weighted_sum(matrix_of, rows: int, x: torch.Tensor, weights: torch.Tensor,
+                 per_head: bool) -> torch.Tensor:
+    r"""``(rows, *F)``: :math:`out_d = \sum_{e: s \to d} w_e \, x_s` as sparse matrix
+    products, where ``matrix_of(values)`` is the ``(rows, len(x))`` sparse matrix with
+    ``values`` ``(E,)`` (per edge, in edge-id order) on the edges (:func:`csr_matrix`).
+
+    ``weights``: ``(E,)``, one scalar per edge, against ``x`` ``(N, *F)``: one product;
+    or, with ``per_head``, ``(E, *H, 1)`` against ``x`` ``(N, *H, D)``: one product per
+    head. On the CPU each destination adds its edges in slot order, as DGL's own kernel
+    does on the same compressed rows. Not differentiable (callers wrap it).
+    """
     if not per_head:
         flat = x.reshape(x.shape[0], math.prod(x.shape[1:]))
-        out = adjacency.matrix(weights, transposed) @ flat
-        return out.reshape((rows,) + tuple(x.shape[1:]))
+        return (matrix_of(weights) @ flat).reshape((rows,) + tuple(x.shape[1:]))
     num_heads = math.prod(x.shape[1:-1])
     heads = x.reshape(x.shape[0], num_heads, x.shape[-1])
     per_edge = weights.reshape(weights.shape[0], num_heads)
-    out = torch.stack([adjacency.matrix(per_edge[:, h].contiguous(), transposed)
-                       @ heads[:, h] for h in range(heads.shape[1])], 1)
+    out = x.new_empty((rows, num_heads, x.shape[-1]))
+    for h in range(num_heads):           # one head's product at a time, then its copy
+        out[:, h] = matrix_of(per_edge[:, h].contiguous()) @ heads[:, h]
     return out.reshape((rows,) + tuple(x.shape[1:]))
 
 

@@ -94,6 +94,16 @@ def is_src_times_edge(func) -> bool:
     return isinstance(func, BinaryMessageFunction) and func.name == "u_mul_e"
 
 
+def src_times_edge_sum(message_func, reduce_func) -> tuple[str, str] | None:
+    """``(source field, edge field)`` of ``u_mul_e`` whose messages builtin ``sum``
+    reduces (GATConv's aggregation, weighted GraphConv's), else ``None``."""
+    if not is_src_times_edge(message_func) or not isinstance(
+            reduce_func, SimpleReduceFunction) or reduce_func.name != "sum" \
+            or reduce_func.msg_field != message_func.out_field:
+        return None
+    return message_func.lhs_field, message_func.rhs_field
+
+
 def reducer_name(reduce_func) -> str:
     """``"sum"``, ``"mean"``, ``"max"`` or ``"min"``; anything else cannot be folded.
 

@@ -133,8 +133,9 @@ class EngineOptions:
     fewest rows a rank holds (a twelfth in calls other than ``copy_u`` + ``sum``/``mean``,
     whose steps also hold a row per destination they reach); ``"whole"`` (or ``None``):
     a whole shard per ring round.
-    ``kernels``: ``"dgl"`` runs each shard's message passing on DGL's kernels, ``"torch"``
-    on sarlite's own (:mod:`sarlite.core.kernels`: torch operations, on any device; the
+    ``kernels``: ``"dgl"`` runs each shard's message passing on DGL's kernels (but
+    ``u_mul_e`` + ``sum``, GATConv's aggregation, as torch sparse products over DGL's own
+    compressed rows: :mod:`sarlite.core.local_blocks`), ``"torch"`` on sarlite's own (:mod:`sarlite.core.kernels`: torch operations, on any device; the
     DGL that pip installs has no CUDA kernels); ``None`` or ``"auto"``: DGL's on the CPU,
     torch's on any other device. Both give the same results as DGL on one graph.
     """

@@ -224,7 +224,8 @@ def _shard_compute(message: Message, shard: GraphShard, kernels: str, fetched, d
                 return {k: v for k, v in block.edata.items()
                         if k not in before or v is not before[k]}
             reduce = getattr(fn, "sum" if message.reducer == "mean" else message.reducer)
-            block.update_all(message.func, reduce(message.msg_field, message.out_field))
+            shard.update_all(kernels, message.func,
+                             reduce(message.msg_field, message.out_field))
             return block.dstdata[message.out_field]
     return shard.run(run, kernels)
 

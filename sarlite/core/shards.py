@@ -86,6 +86,12 @@ class GraphShard:
             self._has_in_edges = self.index.in_degrees() > 0
         return self._has_in_edges
 
+    def update_all(self, kernels: str, message_func, reduce_func) -> None:
+        """``update_all`` on :meth:`block` for ``kernels``, whose fields the caller set
+        (``BlockCache.update_all``: on DGL's kernels ``u_mul_e`` + ``sum`` runs as
+        sparse products)."""
+        self._blocks.update_all(kernels, message_func, reduce_func)
+
     def sum_back(self, kernels: str, grad: torch.Tensor) -> torch.Tensor:
         """``(num_src, ...)``: ``grad`` ``(num_dst, ...)`` summed back along the edges to
         their sources (the source gradient of ``copy_u`` + ``sum``), on the formats of
