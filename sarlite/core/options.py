@@ -135,8 +135,9 @@ class EngineOptions:
     a whole shard per ring round.
     ``kernels``: ``"dgl"`` runs each shard's message passing on DGL's kernels (but
     ``u_mul_e`` + ``sum``, GATConv's aggregation, as torch sparse products over DGL's own
-    compressed rows: :mod:`sarlite.core.local_blocks`), ``"torch"`` on sarlite's own (:mod:`sarlite.core.kernels`: torch operations, on any device; the
-    DGL that pip installs has no CUDA kernels); ``None`` or ``"auto"``: DGL's on the CPU,
+    compressed rows: :mod:`sarlite.core.local_blocks`), ``"torch"`` on sarlite's own
+    (:mod:`sarlite.core.kernels`: torch operations, on any device; the DGL that pip
+    installs has no CUDA kernels); ``None`` or ``"auto"``: DGL's on the CPU,
     torch's on any other device. Both give the same results as DGL on one graph.
     """
 
