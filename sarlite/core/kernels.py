@@ -489,7 +489,7 @@ def weighted_sum(matrix_of, rows: int, x: torch.Tensor, weights: torch.Tensor,
     head = x.new_empty((x.shape[0], x.shape[-1]))
     for h in range(num_heads):
         head.copy_(heads[:, h])
-        out[:, h].addmm_(matrix_of(per_edge[:, h].contiguous()), head)
+        out[:, h].addmm_(matrix_of(per_edge[:, h]), head)
     return out.reshape((rows,) + tuple(x.shape[1:]))
 
 
