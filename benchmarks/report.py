@@ -15,11 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import common, records as run_records
+from . import common, records as run_records, sampled as sampled_study
 from .cases import CHUNK_ROWS
 
 HALO_KINDS = ("sar_fetch", "sar_grad", "oneshot_fetch", "oneshot_grad")
@@ -105,13 +106,16 @@ def baseline(records: list[dict], record: dict | None) -> dict | None:
 
 @dataclass
 class Target:
-    """One target check: ``measured`` against ``limit`` (``at_most`` or at least)."""
+    """One target check: ``measured`` against ``limit`` (``at_most`` or at least);
+    ``why``: what the same records say about a miss (figures, no judgement; empty where
+    the records hold nothing more), shown beside a FAIL."""
 
     target: str
     case: str
     measured: float | None
     limit: float
     at_most: bool = True
+    why: str = ""
 
     @property
     def status(self) -> str:
@@ -157,7 +161,8 @@ def case_targets(records: list[dict], case: str) -> list[Target]:
     epoch_goal = EPOCH_GOAL_WELL_CUT if well else EPOCH_GOAL_OTHER
     out = [Target(f"sar N=2 epoch <= {epoch_goal:g}x DGL ("
                   f"{'well-cut graph' if well else 'bad cut'}, equal cores)", case,
-                  _vs_dgl(records, case, "sar N=2", "median_epoch_s"), epoch_goal)]
+                  _vs_dgl(records, case, "sar N=2", "median_epoch_s"), epoch_goal,
+                  why=_epoch_why(records, case, epoch_goal))]
     if model in ("sage", "gcn"):
         out += [Target(f"sar N={n} growth/worker <= {goal:g}x DGL growth (default options, "
                        f"equal cores)", case,
@@ -167,7 +172,8 @@ def case_targets(records: list[dict], case: str) -> list[Target]:
     else:
         out.append(Target("sar N=4 growth/worker <= 0.4x one-shot N=4", case,
                           _ratio(_find(records, case, "sar N=4"),
-                                 _find(records, case, "one-shot N=4"), "growth_mib"), 0.4))
+                                 _find(records, case, "one-shot N=4"), "growth_mib"), 0.4,
+                          why=_share_why(records, case, 0.4)))
     nodes = next((r["params"]["num_nodes"] for r in records
                   if r["case"] == case and "params" in r), 0)
     if nodes >= PEAK_GOAL_NODES:
@@ -192,6 +198,76 @@ def case_targets(records: list[dict], case: str) -> list[Target]:
     return out
 
 
+def _run_medians(record: dict) -> list[float]:
+    """Each run's own median epoch time: the record's first run, then its repeats."""
+    return [statistics.median(record["epoch_times"])] + \
+        [r["median_epoch_s"] for r in record.get("repeats", [])]
+
+
+def _first_run(record: dict) -> tuple[float, float | None]:
+    """The first run's median epoch time and CPU s/epoch (all workers; ``None`` when the
+    record has no per-worker CPU)."""
+    epochs = record["epoch_times"]
+    cpu = [sum(w["epoch_cpu_s"][i] for w in record["workers"]) for i in range(len(epochs))] \
+        if all("epoch_cpu_s" in w for w in record.get("workers", [{}])) else None
+    return statistics.median(epochs), (statistics.median(cpu) if cpu else None)
+
+
+def _epoch_why(records, case: str, limit: float) -> str:
+    """The sar N=2 epoch against DGL, taken apart with the case's one-core runs:
+
+    sar N=2 / DGL T=2 = (sar N=1 / DGL T=1) x (DGL's speed-up from its second thread) /
+    (sar's speed-up from its second worker),
+
+    so the limit needs that speed-up of sar's; with the work (CPU s/epoch) at N=2 and
+    N=1, and how busy the two workers were (the rest is waiting). From the runs' first
+    rounds, which ran minutes apart (later rounds ran apart from the one-core runs, and a
+    shared host's speed drifts), then each round's ratio. Empty without the N=1 runs."""
+    two, one = _find(records, case, "sar N=2"), _find(records, case, "sar N=1")
+    dgl_two, dgl_one = baseline(records, two), baseline(records, one)
+    if None in (two, one, dgl_two, dgl_one) or dgl_one is dgl_two:
+        return ""
+    (t2, cpu2), (t1, cpu1) = _first_run(two), _first_run(one)
+    own, dgl_gain = t1 / _first_run(dgl_one)[0], _first_run(dgl_one)[0] / _first_run(dgl_two)[0]
+    text = (f"first round: sar N=1 runs at {own:.2f}x DGL T=1; DGL's second thread makes it "
+            f"{dgl_gain:.2f}x faster, sar's second worker {t1 / t2:.2f}x (the limit needs "
+            f"{own * dgl_gain / limit:.2f}x)")
+    if cpu2 and cpu1:
+        text += (f"; CPU s/epoch {cpu2:.2f} at N=2 against {cpu1:.2f} at N=1, the two "
+                 f"workers busy {cpu2 / (2 * t2):.0%} of the epoch")
+    rounds = [a / b for a, b in zip(_run_medians(two), _run_medians(dgl_two))]
+    if len(rounds) > 1:
+        text += "; each round's ratio: " + ", ".join(f"{r:.2f}" for r in rounds)
+    return text
+
+
+def _share_why(records, case: str, limit: float) -> str:
+    """sar N=4's growth per worker against a quarter of sar N=1's (each worker's share of
+    one process's transient memory: the layers' own tensors, split by owned nodes), and
+    the limit in the same terms. Empty without those runs."""
+    four, one = _find(records, case, "sar N=4"), _find(records, case, "sar N=1")
+    one_shot = _find(records, case, "one-shot N=4")
+    if None in (four, one, one_shot):
+        return ""
+    share = one["growth_mib"] / 4
+    return (f"sar N=4 grows {four['growth_mib']:.0f} MiB per worker, "
+            f"{four['growth_mib'] / share:.2f}x a quarter of sar N=1's {one['growth_mib']:.0f} "
+            f"MiB (one process's transient memory split over four workers); the limit, "
+            f"{limit * one_shot['growth_mib']:.0f} MiB, is "
+            f"{limit * one_shot['growth_mib'] / share:.2f}x that quarter")
+
+
+def _chunks_why(records, case: str) -> str:
+    """The memory the fixed chunks buy over the default's automatic steps at N=4 (none
+    when their growth is equal: the default meets the growth goal without them)."""
+    chunked, auto = _find(records, case, "sar-chunked N=4"), _find(records, case, "sar N=4")
+    if None in (chunked, auto):
+        return ""
+    return (f"the chunks are an option (engine.max_rows_per_step); at N=4 they grow "
+            f"{chunked['growth_mib']:.0f} MiB per worker against the default's "
+            f"{auto['growth_mib']:.0f} MiB")
+
+
 def targets(records: list[dict], largest: list[dict] = (),
             sampled: dict | None = None) -> list[Target]:
     """Evaluate the issue's targets on whatever runs are present, the largest-graph
@@ -211,7 +287,7 @@ def study_targets(largest: list[dict] = (), sampled: dict | None = None) -> list
         out.append(Target(f"sampled training, sarlite N={sampled['world_size']} epoch <= "
                           f"{SAMPLED_GOAL:g}x single-process DGL (2-layer SAGE, fanouts "
                           f"10,10; benchmarks.sampled)", f"{sampled['num_nodes']} nodes",
-                          sampled["ratio"], SAMPLED_GOAL))
+                          sampled["ratio"], SAMPLED_GOAL, why=sampled_study.why(sampled)))
     return out
 
 
@@ -257,7 +333,7 @@ def _step_targets(records, case: str, model: str) -> list[Target]:
             Target("sar-chunked N=2 epoch time <= 1.05x sar N=2 (the cost of chunks of "
                    f"{CHUNK_ROWS} rows against the default's automatic steps)", case,
                    _ratio(_find(records, case, chunked[2]), _find(records, case, "sar N=2"),
-                          "median_epoch_s"), 1.05)]
+                          "median_epoch_s"), 1.05, why=_chunks_why(records, case))]
 
 
 def _budget_targets(records, case: str) -> list[Target]:
@@ -472,15 +548,21 @@ def section_header(records: list[dict]) -> list[str]:
     return lines
 
 
+def target_table(checks: list[Target]) -> list[str]:
+    """The targets as a markdown table; beside a FAIL, what its records say about the miss
+    (:attr:`Target.why`)."""
+    return ["| target | case | measured | limit | result | margin | a miss, in the same "
+            "records' figures |", "|---|---|---|---|---|---|---|"] + [
+        f"| {t.target} | {t.case} | {_fmt(t.measured, '.3f')} | {t.limit:g} | {t.status} | "
+        f"{t.margin} | {(t.why if t.status == 'FAIL' else '') or '-'} |" for t in checks]
+
+
 def _section(records: list[dict], title: str) -> tuple[list[str], list[Target]]:
     """One section's markdown (header, targets, runs) and its targets."""
     checks = [t for case in dict.fromkeys(r["case"] for r in records)
               for t in case_targets(records, case)]
     lines = [f"## {title}", ""] + section_header(records) + [
-        "", "### Targets", "", "| target | case | measured | limit | result | margin |",
-        "|---|---|---|---|---|---|"]
-    lines += [f"| {t.target} | {t.case} | {_fmt(t.measured, '.3f')} | {t.limit:g} | "
-              f"{t.status} | {t.margin} |" for t in checks]
+        "", "### Targets", ""] + target_table(checks)
     lines += ["", "### Runs", ""] + table(records) + [""] + kernel_ratios(records)
     return lines, checks
 
@@ -508,11 +590,7 @@ def _study_section(largest: list[dict], sampled: dict | None) -> list[str]:
         facts = _study_facts(result)
         lines.append(f"- {name}: " + (" ".join(run_records.header(facts)) if facts else
                                       "machine and settings not recorded."))
-    lines += ["", "| target | case | measured | limit | result | margin |",
-              "|---|---|---|---|---|---|"]
-    lines += [f"| {t.target} | {t.case} | {_fmt(t.measured, '.3f')} | {t.limit:g} | "
-              f"{t.status} | {t.margin} |" for t in checks]
-    return lines + [""]
+    return lines + [""] + target_table(checks) + [""]
 
 
 def _plot_names(sections: list[list[dict]]) -> list[dict[str, str]]:
