@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -171,3 +172,23 @@ def describe_allocator(allocator: dict) -> str:
     if "huge_pages" in allocator:
         parts.append(f"torch huge pages {allocator['huge_pages']}")
     return "; ".join(parts)
+
+
+def cpu_per_epoch(workers: list[dict], epochs: int) -> float:
+    """The median over ``epochs`` timed epochs of the CPU time all workers spent in one."""
+    return statistics.median(sum(w["epoch_cpu_s"][i] for w in workers) for i in range(epochs))
+
+
+def first_run(record: dict) -> tuple[float, float | None]:
+    """A suite record's first run: its median epoch time and :func:`cpu_per_epoch`
+    (``None`` for workers that recorded no CPU time)."""
+    epochs = record["epoch_times"]
+    workers = record.get("workers", [])
+    cpu = cpu_per_epoch(workers, len(epochs)) if workers and all(
+        "epoch_cpu_s" in w for w in workers) else None
+    return statistics.median(epochs), cpu
+
+
+def run_medians(record: dict) -> list[float]:
+    """Each run's own median epoch time: a suite record's first run, then its repeats."""
+    return [first_run(record)[0]] + [r["median_epoch_s"] for r in record.get("repeats", [])]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -198,21 +197,6 @@ def case_targets(records: list[dict], case: str) -> list[Target]:
     return out
 
 
-def _run_medians(record: dict) -> list[float]:
-    """Each run's own median epoch time: the record's first run, then its repeats."""
-    return [statistics.median(record["epoch_times"])] + \
-        [r["median_epoch_s"] for r in record.get("repeats", [])]
-
-
-def _first_run(record: dict) -> tuple[float, float | None]:
-    """The first run's median epoch time and CPU s/epoch (all workers; ``None`` when the
-    record has no per-worker CPU)."""
-    epochs = record["epoch_times"]
-    cpu = [sum(w["epoch_cpu_s"][i] for w in record["workers"]) for i in range(len(epochs))] \
-        if all("epoch_cpu_s" in w for w in record.get("workers", [{}])) else None
-    return statistics.median(epochs), (statistics.median(cpu) if cpu else None)
-
-
 def _epoch_why(records, case: str, limit: float) -> str:
     """The sar N=2 epoch against DGL, taken apart with the case's one-core runs:
 
@@ -227,15 +211,17 @@ def _epoch_why(records, case: str, limit: float) -> str:
     dgl_two, dgl_one = baseline(records, two), baseline(records, one)
     if None in (two, one, dgl_two, dgl_one) or dgl_one is dgl_two:
         return ""
-    (t2, cpu2), (t1, cpu1) = _first_run(two), _first_run(one)
-    own, dgl_gain = t1 / _first_run(dgl_one)[0], _first_run(dgl_one)[0] / _first_run(dgl_two)[0]
+    (t2, cpu2), (t1, cpu1) = run_records.first_run(two), run_records.first_run(one)
+    d1, d2 = run_records.first_run(dgl_one)[0], run_records.first_run(dgl_two)[0]
+    own, dgl_gain = t1 / d1, d1 / d2
     text = (f"first round: sar N=1 runs at {own:.2f}x DGL T=1; DGL's second thread makes it "
             f"{dgl_gain:.2f}x faster, sar's second worker {t1 / t2:.2f}x (the limit needs "
             f"{own * dgl_gain / limit:.2f}x)")
     if cpu2 and cpu1:
         text += (f"; CPU s/epoch {cpu2:.2f} at N=2 against {cpu1:.2f} at N=1, the two "
                  f"workers busy {cpu2 / (2 * t2):.0%} of the epoch")
-    rounds = [a / b for a, b in zip(_run_medians(two), _run_medians(dgl_two))]
+    rounds = [a / b for a, b in zip(run_records.run_medians(two),
+                                    run_records.run_medians(dgl_two))]
     if len(rounds) > 1:
         text += "; each round's ratio: " + ", ".join(f"{r:.2f}" for r in rounds)
     return text

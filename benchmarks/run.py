@@ -114,17 +114,12 @@ def summarise(case: Case, mode: str, world: int, workers: list[dict],
             "allocator_peak_mib": top("allocator_peak_mib"),
             "allocator_growth_mib": top("allocator_growth_mib"),
             "cpu_steal_pct": top("cpu_steal_pct"),
-            "cpu_s_per_epoch": _cpu_per_epoch(workers, case.epochs),
+            "cpu_s_per_epoch": records.cpu_per_epoch(workers, case.epochs),
             "halo_bytes_per_epoch": halo, "other_bytes_per_epoch": other,
             "halo_nodes": halo_nodes, "bound_bytes": lower_bound(halo_nodes, exchanges),
             "expected_bytes": 0 if mode == "dgl" else
             expected_bytes(halo_nodes, exchanges, _layer_modes(mode, workers)),
             "memory_plan": workers[0].get("memory_plan"), "workers": workers}
-
-
-def _cpu_per_epoch(workers: list[dict], epochs: int) -> float:
-    """The median over ``epochs`` timed epochs of the CPU time all workers spent in one."""
-    return statistics.median(sum(w["epoch_cpu_s"][i] for w in workers) for i in range(epochs))
 
 
 def _label(mode: str, world: int) -> str:
@@ -260,10 +255,9 @@ def add_repeat(record: dict, again: dict, facts: dict) -> dict:
     repeats = record.get("repeats", []) + [
         {key: again[key] for key in ("epoch_times", "median_epoch_s", "cpu_s_per_epoch",
                                      "peak_rss_mib", "growth_mib")} | {"facts": facts}]
-    first = record["epoch_times"], _cpu_per_epoch(record["workers"], len(record["epoch_times"]))
-    runs = [statistics.median(first[0])] + [r["median_epoch_s"] for r in repeats]
-    cpu = [first[1]] + [r["cpu_s_per_epoch"] for r in repeats]
-    return record | {"repeats": repeats, "median_epoch_s": statistics.median(runs),
+    record = record | {"repeats": repeats}
+    cpu = [records.first_run(record)[1]] + [r["cpu_s_per_epoch"] for r in repeats]
+    return record | {"median_epoch_s": statistics.median(records.run_medians(record)),
                      "cpu_s_per_epoch": statistics.median(cpu)}
 
 

@@ -319,11 +319,12 @@ def markdown(result: dict) -> str:
         rows = f"{r['input_rows']:,.0f}" if "input_rows" in r else "-"
         lines.append(f"| {name} | {r['epoch_s']:.3f} | {parts} | {r['cpu_s']:.3f} | "
                      f"{rows} | {r['epoch_s'] / result['dgl']['epoch_s']:.2f}x |")
+    where = why(result)
     lines += ["", "Each pair's ratio: " + ", ".join(f"{r:.2f}x" for r in result["ratios"]) +
               f"; median {result['ratio']:.2f}x.", "",
               f"Goal: sarlite N=2 <= 1.0x DGL: "
               f"{'met' if result['ratio'] <= 1.0 else 'not met'} ({result['ratio']:.2f}x)"
-              + (f"; {why(result)}." if why(result) else ".")]
+              + (f"; {where}." if where else ".")]
     return "\n".join(lines) + "\n"
 
 
